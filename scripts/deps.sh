@@ -1,0 +1,46 @@
+#!/bin/sh
+# deps.sh - makes sure the packages a make target needs are installed.
+#
+# Usage: deps.sh build|check|bench|lint
+# On Debian/Ubuntu as root, installs what is missing with apt-get; as
+# another user, prints the exact command to run and fails. Quiet when
+# nothing is missing.
+set -eu
+
+build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev \
+libcjson-dev libmicrohttpd-dev libsystemd-dev"
+check="$build binutils elfutils procps"
+bench="$check gdb elfutils"
+lint="$build cppcheck clang-tidy clang-format"
+
+case "${1:-build}" in
+build) want=$build ;;
+check) want=$check ;;
+bench) want=$bench ;;
+lint) want=$lint ;;
+*) echo "deps.sh: unknown set '$1'" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+	case " $missing " in *" $p "*) continue ;; esac
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q 'install ok installed'; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "stackwatch needs:$missing (not a Debian/Ubuntu system: install them by hand)" >&2
+	exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "stackwatch needs:$missing" >&2
+	echo "run: sudo apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -q $missing >&2 ||
+	{ apt-get update -q >&2 && apt-get install -y -q $missing >&2; }

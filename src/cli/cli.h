@@ -1,0 +1,73 @@
+/*
+ * cli.h - what the files of the stackwatch CLI share: the exit statuses,
+ * the global options, one entry point per subcommand (targets.c, dump.c,
+ * run.c), the messages (main.c) and the request helper (request.c).
+ */
+#ifndef SW_CLI_H
+#define SW_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CLI_DEFAULT_URL "http://127.0.0.1:9407"
+
+/* Exit statuses; INTERFACE.md makes them a contract. */
+enum {
+	CLI_OK = 0,
+	CLI_EDAEMON = 1, /* the daemon answered with an error (or we failed) */
+	CLI_EUSAGE = 2,	 /* bad command line */
+	CLI_EREACH = 3,	 /* the daemon cannot be reached */
+};
+
+/* The global options, given before the subcommand. */
+struct cli {
+	const char *url; /* the daemon's base URL */
+};
+
+struct http_response;
+
+/*
+ * The subcommands. argv[0] is the subcommand's name and argv[argc] is
+ * NULL. Each returns the exit status and has printed why when it is not
+ * 0; cmd_run returns only when it could not exec.
+ */
+int cmd_targets(const struct cli *cli, int argc, char **argv);
+int cmd_dump(const struct cli *cli, int argc, char **argv);
+int cmd_run(const struct cli *cli, int argc, char **argv);
+
+/* Prints the full help (for --help) to f. */
+void cli_usage(FILE *f);
+
+/*
+ * Prints "stackwatch: <message>" and the short usage to stderr and
+ * returns CLI_EUSAGE, for "return cli_usage_error(...)".
+ */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Prints "stackwatch: <message>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Writes s to f with every control byte replaced by '?', so that names
+ * taken from targets or a server cannot reach the terminal as escapes.
+ */
+void cli_put_safe(FILE *f, const char *s);
+
+/*
+ * Flushes stdout and reports a failed write ("stackwatch: write error").
+ * Returns status when the output went out, else CLI_EDAEMON.
+ */
+int cli_finish(int status);
+
+/*
+ * GETs target (a path with its query, e.g. "/api/v1/targets") from the
+ * daemon at cli->url. Returns CLI_OK with *resp owning a 2xx answer
+ * (release it with http_response_release()), or an exit status after
+ * printing why with nothing left to release: CLI_EUSAGE for a bad URL or
+ * token, CLI_EREACH when no HTTP answer came back, CLI_EDAEMON for an
+ * error status (the "error" of its JSON body is printed).
+ */
+int cli_get(const struct cli *cli, const char *target,
+	    struct http_response *resp);
+
+#endif /* SW_CLI_H */

@@ -1,0 +1,92 @@
+/*
+ * dump.c - "stackwatch dump [--format text|json|folded] [PID]": asks the
+ * daemon for a fresh dump of one process (or of every target) and copies
+ * the answer to stdout as it came, so that the output is exactly the
+ * daemon's format.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "http_client.h"
+
+/* Parses a decimal pid, 1..INT_MAX with nothing else around it. */
+static int parse_pid(const char *s, long *out)
+{
+	long n = 0;
+
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		n = n * 10 + (*s - '0');
+		if (n > 0x7fffffffL)
+			return -1;
+	}
+	if (n < 1)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+static bool valid_format(const char *f)
+{
+	return strcmp(f, "text") == 0 || strcmp(f, "json") == 0 ||
+	       strcmp(f, "folded") == 0;
+}
+
+int cmd_dump(const struct cli *cli, int argc, char **argv)
+{
+	const char *format = "text", *pid_arg = NULL;
+	struct http_response resp;
+	bool options = true;
+	char target[96];
+	long pid = 0;
+	int i, rc;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (options && strcmp(a, "--") == 0) {
+			options = false;
+		} else if (options && strcmp(a, "--format") == 0) {
+			if (i + 1 >= argc)
+				return cli_usage_error("--format needs a "
+						       "value");
+			format = argv[++i];
+		} else if (options && strncmp(a, "--format=", 9) == 0) {
+			format = a + 9;
+		} else if (options &&
+			   (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+			cli_usage(stdout);
+			return cli_finish(CLI_OK);
+		} else if (options && a[0] == '-' && a[1]) {
+			return cli_usage_error("dump: unknown option '%s'", a);
+		} else if (pid_arg) {
+			return cli_usage_error("dump: more than one PID");
+		} else {
+			pid_arg = a;
+		}
+	}
+	if (!valid_format(format))
+		return cli_usage_error("dump: unknown format '%s' (text, json "
+				       "or folded)",
+				       format);
+	if (pid_arg && parse_pid(pid_arg, &pid))
+		return cli_usage_error("dump: bad PID '%s'", pid_arg);
+
+	if (pid_arg)
+		snprintf(target, sizeof(target),
+			 "/api/v1/stacks?pid=%ld&format=%s", pid, format);
+	else
+		snprintf(target, sizeof(target), "/api/v1/stacks?format=%s",
+			 format);
+	rc = cli_get(cli, target, &resp);
+	if (rc)
+		return rc;
+	fwrite(resp.body, 1, resp.body_len, stdout);
+	http_response_release(&resp);
+	return cli_finish(CLI_OK);
+}

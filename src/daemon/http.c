@@ -1,0 +1,603 @@
+/*
+ * http.c - routing, parameters and responses of the daemon's HTTP API
+ * (http.h).
+ *
+ * Every request is answered on its first call: we take no request body.
+ * Parameters are validated before anything is looked up, and a pid that is
+ * not a registered target is a 404 with nothing signalled anywhere. Errors
+ * are JSON {"error", "status"} (the same sentence as text or HTML when
+ * that format was asked for).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "http.h"
+#include "log.h"
+#include "procfs.h"
+#include "render.h"
+
+#define HTTP_THREADS 8
+#define HTTP_MAX_CONNECTIONS 256
+#define HTTP_MAX_PER_IP 64
+#define HTTP_CONN_TIMEOUT_S 10
+#define HTTP_CONN_MEMORY (64 * 1024)
+#define HTTP_MAX_TIMEOUT_MS 10000
+
+struct http {
+	struct MHD_Daemon *d;
+	struct registry *reg;
+	struct stacks *st;
+	int timeout_ms; /* default per dump */
+};
+
+enum format { FMT_HTML, FMT_JSON, FMT_TEXT, FMT_FOLDED };
+
+/* What a stacks request asked for. */
+struct stacks_req {
+	pid_t pid; /* 0: every target */
+	enum format format;
+	bool symbols;
+	int timeout_ms;
+};
+
+static const char *const content_types[] = {
+	[FMT_HTML] = "text/html; charset=utf-8",
+	[FMT_JSON] = "application/json",
+	[FMT_TEXT] = "text/plain; charset=utf-8",
+	[FMT_FOLDED] = "text/plain; charset=utf-8",
+};
+
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
+				 enum format fmt, char *body, size_t len)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(len, body,
+					    MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", content_types[fmt]);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
+				 cJSON *doc)
+{
+	char *s = cJSON_PrintUnformatted(doc);
+	struct buf b;
+	char *body;
+
+	cJSON_Delete(doc);
+	if (!s)
+		return MHD_NO;
+	buf_init(&b, (size_t)1 << 30);
+	if (buf_adds(&b, s) < 0 || buf_adds(&b, "\n") < 0 ||
+	    buf_detach(&b, &body) < 0) {
+		buf_release(&b);
+		cJSON_free(s);
+		return MHD_NO;
+	}
+	cJSON_free(s);
+	return send_body(c, status, FMT_JSON, body, strlen(body));
+}
+
+static void html_escape(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<':
+			buf_adds(b, "&lt;");
+			break;
+		case '>':
+			buf_adds(b, "&gt;");
+			break;
+		case '&':
+			buf_adds(b, "&amp;");
+			break;
+		case '"':
+			buf_adds(b, "&quot;");
+			break;
+		default:
+			buf_add(b, s, 1);
+		}
+	}
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
+				  enum format fmt, const char *why)
+{
+	struct buf b;
+	char *body;
+	cJSON *doc;
+
+	if (fmt == FMT_JSON) {
+		doc = cJSON_CreateObject();
+		if (!doc || !cJSON_AddStringToObject(doc, "error", why) ||
+		    !cJSON_AddNumberToObject(doc, "status", status)) {
+			cJSON_Delete(doc);
+			return MHD_NO;
+		}
+		return send_json(c, status, doc);
+	}
+	buf_init(&b, 1 << 16);
+	if (fmt == FMT_HTML) {
+		buf_adds(&b, "<!doctype html><meta charset=utf-8>"
+			     "<title>stackwatch: error</title><p>");
+		html_escape(&b, why);
+		buf_adds(&b, "</p>\n");
+	} else {
+		buf_addf(&b, "error: %s\n", why);
+	}
+	if (buf_detach(&b, &body) < 0) {
+		buf_release(&b);
+		return MHD_NO;
+	}
+	return send_body(c, status, fmt, body, strlen(body));
+}
+
+/* Parses a positive decimal of at most 9 digits; -1 when invalid. */
+static long parse_num(const char *s)
+{
+	long v = 0;
+	int n = 0;
+
+	if (!s || !*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || ++n > 9)
+			return -1;
+		v = v * 10 + (*s - '0');
+	}
+	return v;
+}
+
+static const char *arg(struct MHD_Connection *c, const char *key)
+{
+	return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/*
+ * Reads the parameters of a stacks request. Returns NULL, or the reason
+ * the request is invalid (a static sentence).
+ */
+static const char *parse_stacks_req(struct http *h, struct MHD_Connection *c,
+				    enum format dflt, struct stacks_req *rq)
+{
+	const char *pid = arg(c, "pid"), *fmt = arg(c, "format");
+	const char *sym = arg(c, "symbols"), *tmo = arg(c, "timeout_ms");
+	const char *accept;
+	long v;
+
+	rq->pid = 0;
+	rq->format = dflt;
+	rq->symbols = true;
+	rq->timeout_ms = h->timeout_ms;
+	if (dflt == FMT_HTML) {
+		accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     "Accept");
+		if (accept && strstr(accept, "application/json") &&
+		    !strstr(accept, "text/html"))
+			rq->format = FMT_JSON;
+	}
+	if (fmt) {
+		if (strcmp(fmt, "json") == 0)
+			rq->format = FMT_JSON;
+		else if (strcmp(fmt, "text") == 0)
+			rq->format = FMT_TEXT;
+		else if (strcmp(fmt, "folded") == 0)
+			rq->format = FMT_FOLDED;
+		else if (strcmp(fmt, "html") == 0 && dflt == FMT_HTML)
+			rq->format = FMT_HTML;
+		else
+			return "format must be json, text or folded";
+	}
+	if (pid) {
+		v = parse_num(pid);
+		if (v <= 0)
+			return "pid must be a positive integer";
+		rq->pid = (pid_t)v;
+	}
+	if (sym) {
+		if (strcmp(sym, "0") == 0)
+			rq->symbols = false;
+		else if (strcmp(sym, "1") != 0)
+			return "symbols must be 0 or 1";
+	}
+	if (tmo) {
+		v = parse_num(tmo);
+		if (v < 1 || v > HTTP_MAX_TIMEOUT_MS)
+			return "timeout_ms must be an integer from 1 to 10000";
+		rq->timeout_ms = (int)v;
+	}
+	return NULL;
+}
+
+static unsigned status_of(int rc)
+{
+	if (rc == -ETIMEDOUT)
+		return MHD_HTTP_GATEWAY_TIMEOUT;
+	if (rc == -ECONNRESET)
+		return MHD_HTTP_BAD_GATEWAY;
+	if (rc == -ENOMEM)
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	return MHD_HTTP_BAD_GATEWAY; /* the agent answered with an error */
+}
+
+static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
+{
+	if (rc == -ETIMEDOUT)
+		snprintf(buf, size, "pid %d did not answer in time",
+			 (int)pid);
+	else if (rc == -ECONNRESET)
+		snprintf(buf, size, "pid %d is gone or broke the protocol",
+			 (int)pid);
+	else
+		snprintf(buf, size, "pid %d: %s", (int)pid, sw_strerror(rc));
+	return buf;
+}
+
+/* One process rendered in the requested format, appended to b. */
+static int render_one(struct buf *b, const struct sw_dump *d, enum format f)
+{
+	char *s = NULL;
+	int rc;
+
+	if (f == FMT_FOLDED)
+		rc = render_folded(d, &s);
+	else
+		rc = render_text(d, &s);
+	if (rc == 0)
+		rc = buf_adds(b, s);
+	free(s);
+	return rc;
+}
+
+static cJSON *error_object(pid_t pid, unsigned status, const char *why)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "pid", pid);
+	cJSON_AddStringToObject(o, "error", why);
+	cJSON_AddNumberToObject(o, "status", status);
+	return o;
+}
+
+static void add_html_head(struct buf *b, const char *title)
+{
+	buf_adds(b, "<!doctype html>\n<html><head><meta charset=utf-8>"
+		    "<meta name=viewport content=\"width=device-width\">"
+		    "<title>");
+	html_escape(b, title);
+	buf_adds(b, "</title><style>body{font:14px system-ui,sans-serif;"
+		    "margin:1em 2em}pre{font:12px ui-monospace,monospace;"
+		    "background:#8881;padding:.5em;overflow:auto}"
+		    "@media(prefers-color-scheme:dark){body{background:#111;"
+		    "color:#ddd}a{color:#8cf}}</style></head><body>\n");
+}
+
+/* Dumps every target of ts (n of them) and answers in rq's format. */
+static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
+				     const struct stacks_req *rq,
+				     struct target **ts, size_t n, bool many)
+{
+	cJSON *doc = NULL, *arr = NULL;
+	struct buf b;
+	char *body;
+
+	buf_init(&b, (size_t)1 << 30);
+	if (rq->format == FMT_JSON && many) {
+		doc = cJSON_CreateObject();
+		arr = cJSON_AddArrayToObject(doc, "processes");
+	}
+	if (rq->format == FMT_HTML)
+		add_html_head(&b, "stackwatch: stacks");
+	for (size_t i = 0; i < n; i++) {
+		struct sw_dump *d = NULL;
+		char why[256];
+		int rc = stacks_dump(h->st, ts[i], rq->timeout_ms, rq->symbols,
+				     &d);
+
+		if (rc < 0 && !many) {
+			buf_release(&b);
+			return send_error(c, status_of(rc), rq->format,
+					  reason_of(rc, why, sizeof(why),
+						    ts[i]->pid));
+		}
+		if (rq->format == FMT_JSON) {
+			cJSON *one = NULL;
+
+			if (rc == 0)
+				rc = render_json(d, &one);
+			else
+				one = error_object(ts[i]->pid, status_of(rc),
+						   reason_of(rc, why, sizeof(why),
+							     ts[i]->pid));
+			sw_dump_free(d);
+			if (!many) {
+				buf_release(&b);
+				if (rc < 0 || !one)
+					return send_error(c, 500, FMT_JSON,
+							  "out of memory");
+				return send_json(c, MHD_HTTP_OK, one);
+			}
+			if (one)
+				cJSON_AddItemToArray(arr, one);
+			continue;
+		}
+		if (rq->format == FMT_HTML)
+			buf_adds(&b, "<pre>");
+		if (rc == 0) {
+			struct buf t;
+			char *s;
+
+			buf_init(&t, (size_t)1 << 30);
+			render_one(rq->format == FMT_HTML ? &t : &b, d,
+				   rq->format);
+			if (rq->format == FMT_HTML &&
+			    buf_detach(&t, &s) == 0) {
+				html_escape(&b, s);
+				free(s);
+			}
+			buf_release(&t);
+		} else {
+			reason_of(rc, why, sizeof(why), ts[i]->pid);
+			if (rq->format == FMT_HTML)
+				html_escape(&b, why);
+			else if (rq->format == FMT_TEXT)
+				buf_addf(&b, "error: %s\n", why);
+		}
+		if (rq->format == FMT_HTML)
+			buf_adds(&b, "</pre>\n");
+		else if (rq->format == FMT_TEXT && i + 1 < n)
+			buf_adds(&b, "\n");
+		sw_dump_free(d);
+	}
+	if (doc) {
+		buf_release(&b);
+		return send_json(c, MHD_HTTP_OK, doc);
+	}
+	if (rq->format == FMT_HTML)
+		buf_adds(&b, "</body></html>\n");
+	if (buf_detach(&b, &body) < 0) {
+		buf_release(&b);
+		return send_error(c, 500, rq->format, "response too large");
+	}
+	return send_body(c, MHD_HTTP_OK, rq->format, body, strlen(body));
+}
+
+static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
+				     enum format dflt)
+{
+	struct stacks_req rq;
+	struct target **ts, *t;
+	enum MHD_Result ret;
+	const char *bad;
+	size_t n;
+	char why[96];
+
+	bad = parse_stacks_req(h, c, dflt, &rq);
+	if (bad)
+		return send_error(c, MHD_HTTP_BAD_REQUEST,
+				  dflt == FMT_JSON ? FMT_JSON : rq.format, bad);
+	if (rq.pid) {
+		t = registry_get(h->reg, rq.pid);
+		if (!t) {
+			snprintf(why, sizeof(why),
+				 "pid %d is not a registered target",
+				 (int)rq.pid);
+			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format, why);
+		}
+		ret = answer_stacks(h, c, &rq, &t, 1, false);
+		target_put(t);
+		return ret;
+	}
+	if (registry_list(h->reg, &ts, &n) < 0)
+		return send_error(c, 500, rq.format, "out of memory");
+	ret = answer_stacks(h, c, &rq, ts, n, true);
+	registry_put_all(ts, n);
+	return ret;
+}
+
+static int count_threads(pid_t pid)
+{
+	char path[64], buf[4096];
+	int64_t v;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	n = procfs_read_at(-100 /* AT_FDCWD */, path, buf, sizeof(buf));
+	if (n < 0 || procfs_parse_status_dec(buf, (size_t)n, "Threads", &v) < 0)
+		return -1;
+	return (int)v;
+}
+
+static void add_time(cJSON *o, const char *key, uint64_t ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+			       .tv_nsec = (long)(ms % 1000) * 1000000L };
+	char when[40];
+
+	if (!ms) {
+		cJSON_AddNullToObject(o, key);
+		return;
+	}
+	render_iso_time(&ts, when, sizeof(when));
+	cJSON_AddStringToObject(o, key, when);
+}
+
+static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
+{
+	cJSON *doc = cJSON_CreateObject(), *arr;
+	struct target **ts;
+	size_t n;
+
+	arr = cJSON_AddArrayToObject(doc, "targets");
+	if (!arr || registry_list(h->reg, &ts, &n) < 0) {
+		cJSON_Delete(doc);
+		return send_error(c, 500, FMT_JSON, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct target *t = ts[i];
+		cJSON *o = cJSON_CreateObject();
+		int threads = target_alive(t) ? count_threads(t->pid) : -1;
+
+		if (!o)
+			break;
+		cJSON_AddNumberToObject(o, "pid", t->pid);
+		cJSON_AddStringToObject(o, "comm", t->comm);
+		cJSON_AddStringToObject(o, "cmdline", t->cmdline);
+		cJSON_AddNumberToObject(o, "uid", t->uid);
+		cJSON_AddNumberToObject(o, "signal", t->signo);
+		if (threads < 0)
+			threads = (int)atomic_load(&t->last_threads);
+		cJSON_AddNumberToObject(o, "threads", threads);
+		add_time(o, "registered_at",
+			 (uint64_t)t->registered_at.tv_sec * 1000 +
+				 (uint64_t)t->registered_at.tv_nsec / 1000000);
+		add_time(o, "last_sample_at", atomic_load(&t->last_sample_ms));
+		cJSON_AddBoolToObject(o, "self", t->self);
+		cJSON_AddItemToArray(arr, o);
+	}
+	registry_put_all(ts, n);
+	return send_json(c, MHD_HTTP_OK, doc);
+}
+
+static enum MHD_Result handle_redirect(struct MHD_Connection *c)
+{
+	static char body[] = "see /stacks\n";
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(strlen(body), body,
+					    MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Location", "/stacks");
+	MHD_add_response_header(r, "Content-Type", content_types[FMT_TEXT]);
+	ret = MHD_queue_response(c, MHD_HTTP_FOUND, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
+{
+	char *body = strdup(s);
+
+	if (!body)
+		return MHD_NO;
+	return send_body(c, MHD_HTTP_OK, FMT_TEXT, body, strlen(body));
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
+			      const char *url, const char *method,
+			      const char *version, const char *upload,
+			      size_t *upload_size, void **con_cls)
+{
+	struct http *h = cls;
+	bool is_api = strncmp(url, "/api/", 5) == 0;
+
+	(void)version;
+	(void)upload;
+	(void)con_cls;
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+	    strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, FMT_JSON,
+				  "only GET and HEAD are allowed");
+	if (*upload_size)
+		return send_error(c, 413, FMT_JSON,
+				  "no request body is accepted");
+	if (strcmp(url, "/healthz") == 0)
+		return handle_text(c, "ok\n");
+	if (strcmp(url, "/") == 0)
+		return handle_redirect(c);
+	if (strcmp(url, "/stacks") == 0)
+		return handle_stacks(h, c, FMT_HTML);
+	if (strcmp(url, "/api/v1/stacks") == 0)
+		return handle_stacks(h, c, FMT_JSON);
+	if (strcmp(url, "/api/v1/targets") == 0)
+		return handle_targets(h, c);
+	return send_error(c, MHD_HTTP_NOT_FOUND, is_api ? FMT_JSON : FMT_JSON,
+			  "no such endpoint");
+}
+
+static void log_mhd(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	log_info("http: %s", line);
+}
+
+int http_start(const struct options *o, struct registry *reg,
+	       struct stacks *st, struct http **out, int *port)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+			 MHD_USE_ITC;
+	const union MHD_DaemonInfo *info;
+	struct http *h;
+
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, o->listen_addr, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons((uint16_t)o->listen_port);
+	} else if (inet_pton(AF_INET6, o->listen_addr, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons((uint16_t)o->listen_port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		return -EINVAL;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->reg = reg;
+	h->st = st;
+	h->timeout_ms = o->timeout_ms;
+	h->d = MHD_start_daemon(
+		flags, 0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, &ss,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+		MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
+	if (!h->d) {
+		int err = errno ? -errno : -EADDRINUSE;
+
+		free(h);
+		return err;
+	}
+	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+	*port = info ? info->port : o->listen_port;
+	*out = h;
+	return 0;
+}
+
+void http_stop(struct http *h)
+{
+	if (!h)
+		return;
+	/* Stops listening, then waits for the pool to finish its requests. */
+	MHD_quiesce_daemon(h->d);
+	MHD_stop_daemon(h->d);
+	free(h);
+}

@@ -1,0 +1,28 @@
+/*
+ * http.h - the daemon's HTTP surface (libmicrohttpd): the endpoints of
+ * INTERFACE.md, GET and HEAD only.
+ */
+#ifndef SWD_HTTP_H
+#define SWD_HTTP_H
+
+#include "options.h"
+#include "registry.h"
+#include "stacks.h"
+
+struct http;
+
+/*
+ * Starts serving on o->listen_addr:o->listen_port. On success *port is the
+ * bound port (the one picked when 0 was asked). Returns 0 or a negative
+ * errno (-EINVAL: the address is not a numeric IP address).
+ */
+int http_start(const struct options *o, struct registry *reg,
+	       struct stacks *st, struct http **out, int *port);
+
+/*
+ * Stops accepting connections; requests in flight finish (each within its
+ * own deadline) before this returns.
+ */
+void http_stop(struct http *h);
+
+#endif /* SWD_HTTP_H */

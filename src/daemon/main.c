@@ -1,0 +1,110 @@
+/*
+ * main.c - stackwatchd: start-up, the signal loop and an orderly shutdown.
+ *
+ * The main thread blocks the termination signals before any other thread
+ * exists (so every thread inherits the mask) and waits for them with
+ * sigwait(). SIGTERM or SIGINT: stop accepting, let the requests in flight
+ * finish within their deadlines, tell systemd, exit 0. A start-up error
+ * exits 1 with one line saying what and why.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handler.h"
+#include "http.h"
+#include "log.h"
+#include "options.h"
+#include "registry.h"
+#include "stacks.h"
+
+static void block_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static int wait_for_stop(const sigset_t *set)
+{
+	for (;;) {
+		int sig;
+
+		if (sigwait(set, &sig) != 0)
+			continue;
+		if (sig == SIGHUP) {
+			log_info("SIGHUP ignored: restart to reload settings");
+			continue;
+		}
+		return sig;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	struct registry *reg = NULL;
+	struct stacks st;
+	struct http *http = NULL;
+	sigset_t set;
+	int rc, port, sig;
+
+	rc = options_parse(&o, argc, argv);
+	if (rc != 0) {
+		options_release(&o);
+		return rc > 0 ? 0 : 1;
+	}
+	log_set_level(o.log_level);
+	block_signals(&set);
+	/* Our own threads are a target too: install the collector first. */
+	rc = handler_install();
+	if (rc < 0) {
+		fprintf(stderr, "stackwatchd: cannot install the dump signal "
+				"handler: %s\n",
+			sw_strerror(rc));
+		return 1;
+	}
+	rc = registry_start(o.agent_socket, &reg);
+	if (rc < 0) {
+		fprintf(stderr, "stackwatchd: cannot listen for agents on %s: %s\n",
+			o.agent_socket, sw_strerror(rc));
+		return 1;
+	}
+	if (stacks_init(&st, reg) < 0) {
+		fprintf(stderr, "stackwatchd: out of memory\n");
+		registry_stop(reg);
+		return 1;
+	}
+	rc = http_start(&o, reg, &st, &http, &port);
+	if (rc < 0) {
+		fprintf(stderr, "stackwatchd: cannot listen on %s:%d: %s\n",
+			o.listen_addr, o.listen_port,
+			rc == -EINVAL ? "not a numeric IP address"
+				      : sw_strerror(rc));
+		registry_stop(reg);
+		stacks_release(&st);
+		return 1;
+	}
+	if (strchr(o.listen_addr, ':'))
+		fprintf(stderr, "listening on http://[%s]:%d\n", o.listen_addr,
+			port);
+	else
+		fprintf(stderr, "listening on http://%s:%d\n", o.listen_addr,
+			port);
+	log_notice("agents register on %s", o.agent_socket);
+
+	sig = wait_for_stop(&set);
+	log_notice("%s: stopping", strsignal(sig));
+	http_stop(http);
+	registry_stop(reg);
+	stacks_release(&st);
+	options_release(&o);
+	return 0;
+}

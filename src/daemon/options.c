@@ -1,0 +1,315 @@
+/*
+ * options.c - command line and config file of stackwatchd (options.h).
+ *
+ * The config file holds "key = value" lines with the long option names
+ * (without the dashes) and "#" comments; the command line overrides it.
+ * An unknown key or a bad value is a start-up error naming the line.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "options.h"
+#include "paths.h"
+#include "stackwatch.h"
+
+#define DEFAULT_CONFIG "/etc/stackwatch/stackwatchd.conf"
+
+static const char usage[] =
+	"Usage: stackwatchd [OPTION]...\n"
+	"Serve the stacks of every process that loads the stackwatch agent.\n"
+	"\n"
+	"  --listen ADDR:PORT      HTTP address (default 127.0.0.1:9407;\n"
+	"                          port 0 picks a free one)\n"
+	"  --agent-socket PATH     unix socket agents register on\n"
+	"  --token-file PATH       require 'Authorization: Bearer TOKEN'\n"
+	"  --allow-host NAME       accept this Host header too (repeatable)\n"
+	"  --sample-interval MS    periodic sampling, 0 = off (default 1000)\n"
+	"  --stuck-after SECONDS   flag threads stuck this long (default 10)\n"
+	"  --timeout MS            deadline of one dump (default 1000)\n"
+	"  --max-dump-rate N       dumps per target per second (default 30)\n"
+	"  --history N             samples kept per target (default 60)\n"
+	"  --config FILE           key = value settings (default\n"
+	"                          " DEFAULT_CONFIG " when present)\n"
+	"  --log-level LEVEL       error, warning, notice, info or debug\n"
+	"  --version               print the version and exit\n"
+	"  --help                  print this help and exit\n";
+
+enum {
+	O_LISTEN = 256,
+	O_SOCKET,
+	O_TOKEN,
+	O_ALLOW_HOST,
+	O_INTERVAL,
+	O_STUCK,
+	O_TIMEOUT,
+	O_RATE,
+	O_HISTORY,
+	O_CONFIG,
+	O_LOG_LEVEL,
+	O_VERSION,
+	O_HELP,
+};
+
+static const struct option longopts[] = {
+	{ "listen", required_argument, NULL, O_LISTEN },
+	{ "agent-socket", required_argument, NULL, O_SOCKET },
+	{ "token-file", required_argument, NULL, O_TOKEN },
+	{ "allow-host", required_argument, NULL, O_ALLOW_HOST },
+	{ "sample-interval", required_argument, NULL, O_INTERVAL },
+	{ "stuck-after", required_argument, NULL, O_STUCK },
+	{ "timeout", required_argument, NULL, O_TIMEOUT },
+	{ "max-dump-rate", required_argument, NULL, O_RATE },
+	{ "history", required_argument, NULL, O_HISTORY },
+	{ "config", required_argument, NULL, O_CONFIG },
+	{ "log-level", required_argument, NULL, O_LOG_LEVEL },
+	{ "version", no_argument, NULL, O_VERSION },
+	{ "help", no_argument, NULL, O_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -EINVAL;
+	*out = (int)v;
+	return 0;
+}
+
+/* "ADDR:PORT", "[V6]:PORT". */
+static int parse_listen(struct options *o, const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	const char *host = s;
+	size_t hlen;
+
+	if (!colon)
+		return -EINVAL;
+	hlen = (size_t)(colon - s);
+	if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
+		host++;
+		hlen -= 2;
+	}
+	if (hlen == 0 || hlen >= sizeof(o->listen_addr))
+		return -EINVAL;
+	memcpy(o->listen_addr, host, hlen);
+	o->listen_addr[hlen] = '\0';
+	return parse_int(colon + 1, 0, 65535, &o->listen_port);
+}
+
+static int copy_str(char *dst, size_t size, const char *s)
+{
+	if (!*s || strlen(s) >= size)
+		return -EINVAL;
+	memcpy(dst, s, strlen(s) + 1);
+	return 0;
+}
+
+/* Applies one setting; key is a long option name. */
+static int apply(struct options *o, int key, const char *val)
+{
+	enum log_level lvl;
+
+	switch (key) {
+	case O_LISTEN:
+		return parse_listen(o, val);
+	case O_SOCKET:
+		return copy_str(o->agent_socket, sizeof(o->agent_socket), val);
+	case O_TOKEN:
+		return copy_str(o->token_file, sizeof(o->token_file), val);
+	case O_ALLOW_HOST:
+		if (o->nallow_hosts == OPT_MAX_HOSTS || !*val ||
+		    strlen(val) > 255)
+			return -EINVAL;
+		o->allow_hosts[o->nallow_hosts] = strdup(val);
+		if (!o->allow_hosts[o->nallow_hosts])
+			return -ENOMEM;
+		o->nallow_hosts++;
+		return 0;
+	case O_INTERVAL:
+		return parse_int(val, 0, 86400000, &o->sample_interval_ms);
+	case O_STUCK:
+		return parse_int(val, 1, 86400, &o->stuck_after_s);
+	case O_TIMEOUT:
+		return parse_int(val, 1, 10000, &o->timeout_ms);
+	case O_RATE:
+		return parse_int(val, 1, 1000, &o->max_dump_rate);
+	case O_HISTORY:
+		return parse_int(val, 1, 10000, &o->history);
+	case O_LOG_LEVEL:
+		if (log_parse_level(val, &lvl) < 0)
+			return -EINVAL;
+		o->log_level = lvl;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int key_of(const char *name)
+{
+	for (const struct option *lo = longopts; lo->name; lo++)
+		if (strcmp(lo->name, name) == 0 && lo->has_arg &&
+		    lo->val != O_CONFIG)
+			return lo->val;
+	return -1;
+}
+
+static const char *name_of(int key)
+{
+	for (const struct option *lo = longopts; lo->name; lo++)
+		if (lo->val == key)
+			return lo->name;
+	return "?";
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
+			 e[-1] == '\r'))
+		*--e = '\0';
+	return s;
+}
+
+static int read_config(struct options *o, const char *path, bool required)
+{
+	char line[4096];
+	int lineno = 0, rc = 0;
+	FILE *f;
+
+	f = fopen(path, "re");
+	if (!f) {
+		if (!required && errno == ENOENT)
+			return 0;
+		fprintf(stderr, "stackwatchd: cannot read %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *eq, *key, *val, *hash;
+		int k;
+
+		lineno++;
+		hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		key = trim(line);
+		if (!*key)
+			continue;
+		eq = strchr(key, '=');
+		if (!eq) {
+			fprintf(stderr, "stackwatchd: %s:%d: expected 'key = value'\n",
+				path, lineno);
+			rc = -1;
+			break;
+		}
+		*eq = '\0';
+		key = trim(key);
+		val = trim(eq + 1);
+		k = key_of(key);
+		if (k < 0) {
+			fprintf(stderr, "stackwatchd: %s:%d: unknown key '%s'\n",
+				path, lineno, key);
+			rc = -1;
+			break;
+		}
+		if (apply(o, k, val) < 0) {
+			fprintf(stderr,
+				"stackwatchd: %s:%d: bad value '%s' for %s\n",
+				path, lineno, val, key);
+			rc = -1;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+static void set_defaults(struct options *o)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->listen_addr, sizeof(o->listen_addr), "127.0.0.1");
+	o->listen_port = 9407;
+	if (paths_default_socket(o->agent_socket, sizeof(o->agent_socket)) < 0)
+		o->agent_socket[0] = '\0';
+	o->sample_interval_ms = 1000;
+	o->stuck_after_s = 10;
+	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;
+	o->max_dump_rate = 30;
+	o->history = 60;
+	o->log_level = LOG_LVL_NOTICE;
+}
+
+int options_parse(struct options *o, int argc, char **argv)
+{
+	const char *config = NULL;
+	int c;
+
+	set_defaults(o);
+	/* First pass: only --config, --help, --version and usage errors. */
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (c == O_HELP) {
+			fputs(usage, stdout);
+			return 1;
+		}
+		if (c == O_VERSION) {
+			printf("stackwatchd %s\n", SW_VERSION);
+			return 1;
+		}
+		if (c == O_CONFIG)
+			config = optarg;
+		if (c == '?' || c == ':') {
+			fprintf(stderr,
+				"stackwatchd: bad option '%s' (see --help)\n",
+				argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "stackwatchd: unexpected argument '%s'\n",
+			argv[optind]);
+		return -1;
+	}
+	if (read_config(o, config ? config : DEFAULT_CONFIG, config != NULL) <
+	    0)
+		return -1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (c == O_CONFIG)
+			continue;
+		if (apply(o, c, optarg) < 0) {
+			fprintf(stderr, "stackwatchd: bad value '%s' for --%s\n",
+				optarg, name_of(c));
+			return -1;
+		}
+	}
+	if (!o->agent_socket[0]) {
+		fprintf(stderr, "stackwatchd: no usable agent socket path\n");
+		return -1;
+	}
+	return 0;
+}
+
+void options_release(struct options *o)
+{
+	for (int i = 0; i < o->nallow_hosts; i++)
+		free(o->allow_hosts[i]);
+	o->nallow_hosts = 0;
+}

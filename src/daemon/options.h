@@ -1,0 +1,41 @@
+/*
+ * options.h - the daemon's settings: command line, config file, defaults
+ * (INTERFACE.md, "stackwatchd").
+ */
+#ifndef SWD_OPTIONS_H
+#define SWD_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "log.h"
+
+#define OPT_MAX_HOSTS 16
+
+struct options {
+	char listen_addr[64]; /* numeric IPv4 or IPv6 */
+	int listen_port; /* 0: pick a free one */
+	char agent_socket[108];
+	char token_file[4096];
+	int sample_interval_ms; /* 0: no periodic sampling */
+	int stuck_after_s;
+	int timeout_ms;
+	int max_dump_rate; /* per target per second */
+	int history; /* samples kept per target */
+	char config[4096];
+	enum log_level log_level;
+	char *allow_hosts[OPT_MAX_HOSTS]; /* extra Host names, owned */
+	int nallow_hosts;
+};
+
+/*
+ * Fills o from the defaults, then the config file (--config, else
+ * /etc/stackwatch/stackwatchd.conf when present), then the command line.
+ * Returns 0 to run, 1 when --help or --version was answered (exit 0), or
+ * -1 after printing one line saying what is wrong (exit 1).
+ */
+int options_parse(struct options *o, int argc, char **argv);
+
+/* Frees what o owns. */
+void options_release(struct options *o);
+
+#endif /* SWD_OPTIONS_H */

@@ -1,0 +1,715 @@
+/*
+ * registry.c - agents, their connections and the listener thread
+ * (registry.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "collect.h"
+#include "handler.h"
+#include "log.h"
+#include "procfs.h"
+#include "registry.h"
+#include "wire.h"
+
+#define GRACE_MS 500 /* the agent's deadline plus this, for the answer */
+#define HELLO_MAX (WIRE_HDR_SIZE + 2 * 4 + 2 * 4 + SW_COMM_MAX + WIRE_MAX_STRING)
+
+enum { KIND_PENDING = 1, KIND_TARGET = 2, KIND_LISTEN = 3, KIND_WAKE = 4 };
+
+/* A connection that has not said HELLO yet. */
+struct pending {
+	int kind;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	uint64_t deadline_ms;
+	size_t len;
+	uint8_t buf[HELLO_MAX];
+	struct pending *next;
+};
+
+struct registry {
+	pthread_mutex_t lock; /* targets, ntargets */
+	struct target *targets;
+	size_t ntargets;
+	struct target *graveyard; /* unlinked, put after the epoll batch */
+	struct pending *pending; /* listener thread only */
+	size_t npending;
+	int listen_fd;
+	int wake_fd;
+	int epfd;
+	int listen_kind; /* epoll tags for the two fds */
+	int wake_kind;
+	char path[108];
+	pthread_t thread;
+	bool running;
+};
+
+static uint64_t now_ms(void)
+{
+	return handler_now_ns() / 1000000u;
+}
+
+void target_get(struct target *t)
+{
+	atomic_fetch_add(&t->refs, 1);
+}
+
+void target_put(struct target *t)
+{
+	if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
+		return;
+	if (t->fd >= 0)
+		close(t->fd);
+	if (t->pidfd >= 0)
+		close(t->pidfd);
+	pthread_mutex_destroy(&t->io_lock);
+	free(t->rx);
+	free(t->cmdline);
+	free(t);
+}
+
+bool target_alive(const struct target *t)
+{
+	struct pollfd p = { .fd = t->pidfd, .events = POLLIN };
+
+	if (atomic_load(&t->dead))
+		return false;
+	if (t->self || t->pidfd < 0)
+		return true;
+	/* A pidfd turns readable when its process exits. */
+	return poll(&p, 1, 0) == 0;
+}
+
+static struct target *target_new(pid_t pid, uid_t uid, int fd)
+{
+	struct target *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->kind = KIND_TARGET;
+	t->refs = 1; /* the registry's */
+	t->pid = pid;
+	t->uid = uid;
+	t->fd = fd;
+	t->pidfd = -1;
+	pthread_mutex_init(&t->io_lock, NULL);
+	clock_gettime(CLOCK_REALTIME, &t->registered_at);
+	return t;
+}
+
+/*
+ * Unlinks t (under r->lock). The registry's reference is dropped only
+ * after the listener's current batch of events, which may still name t.
+ */
+static void unlink_target(struct registry *r, struct target *t)
+{
+	struct target **pp;
+
+	for (pp = &r->targets; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			r->ntargets--;
+			atomic_store(&t->dead, true);
+			if (t->fd >= 0) {
+				epoll_ctl(r->epfd, EPOLL_CTL_DEL, t->fd, NULL);
+				shutdown(t->fd, SHUT_RDWR);
+			}
+			t->next = r->graveyard;
+			r->graveyard = t;
+			return;
+		}
+	}
+}
+
+static void bury(struct registry *r)
+{
+	struct target *t, *next;
+
+	pthread_mutex_lock(&r->lock);
+	t = r->graveyard;
+	r->graveyard = NULL;
+	pthread_mutex_unlock(&r->lock);
+	for (; t; t = next) {
+		next = t->next;
+		target_put(t);
+	}
+}
+
+static int add_target(struct registry *r, struct target *t)
+{
+	struct target *old;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->ntargets >= REGISTRY_MAX_TARGETS) {
+		pthread_mutex_unlock(&r->lock);
+		return -ENOSPC;
+	}
+	/* A process registers once; a new connection replaces the old. */
+	for (old = r->targets; old; old = old->next)
+		if (old->pid == t->pid && !old->self)
+			break;
+	if (old)
+		unlink_target(r, old);
+	t->next = r->targets;
+	r->targets = t;
+	r->ntargets++;
+	pthread_mutex_unlock(&r->lock);
+	return 0;
+}
+
+static void close_pending(struct registry *r, struct pending *p)
+{
+	struct pending **pp;
+
+	for (pp = &r->pending; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			r->npending--;
+			break;
+		}
+	}
+	if (p->fd >= 0) {
+		epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->fd, NULL);
+		close(p->fd);
+	}
+	free(p);
+}
+
+static void accept_agents(struct registry *r)
+{
+	for (;;) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		struct pending *p;
+		int fd;
+
+		fd = accept4(r->listen_fd, NULL, NULL,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("accepting an agent: %s",
+					 strerror(errno));
+			return;
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+		    cred.pid <= 0 || r->npending >= REGISTRY_MAX_PENDING) {
+			log_info("refusing an agent connection (%s)",
+				 cred.pid <= 0 ? "no credentials"
+					       : "too many pending");
+			close(fd);
+			continue;
+		}
+		p = calloc(1, sizeof(*p));
+		if (!p) {
+			close(fd);
+			continue;
+		}
+		p->kind = KIND_PENDING;
+		p->fd = fd;
+		p->pid = cred.pid;
+		p->uid = cred.uid;
+		p->deadline_ms = now_ms() + REGISTRY_HELLO_MS;
+		ev.data.ptr = p;
+		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			free(p);
+			continue;
+		}
+		p->next = r->pending;
+		r->pending = p;
+		r->npending++;
+	}
+}
+
+/* Turns a pending connection that said a valid HELLO into a target. */
+static void register_agent(struct registry *r, struct pending *p,
+			   const struct wire_hello *h)
+{
+	struct epoll_event ev = { .events = EPOLLRDHUP };
+	struct target *t;
+	int fd = p->fd;
+
+	t = target_new(p->pid, p->uid, fd);
+	if (!t) {
+		close_pending(r, p);
+		return;
+	}
+	/* Hand the fd over from the pending entry to the target. */
+	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
+	p->fd = -1;
+	t->signo = h->signo;
+	memcpy(t->comm, h->comm, sizeof(t->comm));
+	t->cmdline = strdup(h->cmdline);
+	t->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	close_pending(r, p); /* its fd is -1 now: only the entry goes */
+	ev.data.ptr = t;
+	if (!t->cmdline || epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ||
+	    add_target(r, t) < 0) {
+		log_warn("cannot register pid %d", (int)t->pid);
+		target_put(t);
+		return;
+	}
+	log_info("registered pid %d (%s), signal %d", (int)t->pid, t->comm,
+		 t->signo);
+}
+
+static void read_hello(struct registry *r, struct pending *p)
+{
+	struct wire_hdr h;
+	struct wire_hello hello;
+	size_t need = WIRE_HDR_SIZE;
+	ssize_t n;
+
+	for (;;) {
+		if (p->len >= WIRE_HDR_SIZE) {
+			if (wire_parse_hdr(p->buf, &h) < 0 ||
+			    h.type != WIRE_HELLO ||
+			    h.length > sizeof(p->buf) - WIRE_HDR_SIZE)
+				goto bad;
+			need = WIRE_HDR_SIZE + h.length;
+			if (p->len == need)
+				break;
+		}
+		n = read(p->fd, p->buf + p->len, need - p->len);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0)
+			goto bad;
+		p->len += (size_t)n;
+		if (p->len < need)
+			continue;
+	}
+	if (wire_decode_hello(p->buf + WIRE_HDR_SIZE, h.length, &hello) < 0)
+		goto bad;
+	register_agent(r, p, &hello);
+	return;
+bad:
+	log_info("dropping a connection from pid %d: no valid HELLO",
+		 (int)p->pid);
+	close_pending(r, p);
+}
+
+static void expire_pending(struct registry *r)
+{
+	uint64_t now = now_ms();
+	struct pending *p = r->pending, *next;
+
+	for (; p; p = next) {
+		next = p->next;
+		if (now >= p->deadline_ms)
+			close_pending(r, p);
+	}
+}
+
+static void *listener_main(void *arg)
+{
+	struct registry *r = arg;
+	struct epoll_event evs[64];
+
+	for (;;) {
+		int n = epoll_wait(r->epfd, evs, 64, 1000);
+
+		for (int i = 0; i < n; i++) {
+			int kind = *(int *)evs[i].data.ptr;
+
+			if (kind == KIND_WAKE) {
+				bury(r);
+				return NULL;
+			}
+			if (kind == KIND_LISTEN) {
+				accept_agents(r);
+			} else if (kind == KIND_PENDING) {
+				read_hello(r, evs[i].data.ptr);
+			} else {
+				struct target *t = evs[i].data.ptr;
+
+				log_info("pid %d (%s) disconnected",
+					 (int)t->pid, t->comm);
+				pthread_mutex_lock(&r->lock);
+				unlink_target(r, t);
+				pthread_mutex_unlock(&r->lock);
+			}
+		}
+		bury(r);
+		expire_pending(r);
+	}
+}
+
+static int make_dirs(const char *path)
+{
+	char dir[108];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int open_listener(struct registry *r, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	rc = make_dirs(path);
+	if (rc < 0)
+		return rc;
+	/* Replace a stale socket, never anything else. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return -EEXIST;
+		unlink(path);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(path, 0666) < 0 || listen(fd, 128) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	r->listen_fd = fd;
+	snprintf(r->path, sizeof(r->path), "%s", path);
+	return 0;
+}
+
+static int add_self(struct registry *r)
+{
+	struct target *t = target_new(getpid(), geteuid(), -1);
+	char *cmdline = NULL;
+
+	if (!t)
+		return -ENOMEM;
+	t->self = true;
+	t->signo = handler_signal();
+	snprintf(t->comm, sizeof(t->comm), "%s", program_invocation_short_name);
+	if (procfs_read_cmdline(0, &cmdline) < 0)
+		cmdline = strdup("stackwatchd");
+	t->cmdline = cmdline;
+	return add_target(r, t);
+}
+
+int registry_start(const char *path, struct registry **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct registry *r = calloc(1, sizeof(*r));
+	int rc;
+
+	if (!r)
+		return -ENOMEM;
+	pthread_mutex_init(&r->lock, NULL);
+	r->listen_fd = r->wake_fd = r->epfd = -1;
+	r->listen_kind = KIND_LISTEN;
+	r->wake_kind = KIND_WAKE;
+	rc = open_listener(r, path);
+	if (rc < 0)
+		goto fail;
+	r->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	r->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (r->wake_fd < 0 || r->epfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	ev.data.ptr = &r->listen_kind;
+	epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->listen_fd, &ev);
+	ev.data.ptr = &r->wake_kind;
+	epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->wake_fd, &ev);
+	rc = add_self(r);
+	if (rc < 0)
+		goto fail;
+	rc = -pthread_create(&r->thread, NULL, listener_main, r);
+	if (rc < 0)
+		goto fail;
+	r->running = true;
+	*out = r;
+	return 0;
+fail:
+	registry_stop(r);
+	return rc;
+}
+
+void registry_stop(struct registry *r)
+{
+	if (!r)
+		return;
+	if (r->running) {
+		uint64_t one = 1;
+
+		(void)!write(r->wake_fd, &one, sizeof(one));
+		pthread_join(r->thread, NULL);
+	}
+	while (r->pending)
+		close_pending(r, r->pending);
+	pthread_mutex_lock(&r->lock);
+	while (r->targets)
+		unlink_target(r, r->targets);
+	pthread_mutex_unlock(&r->lock);
+	bury(r);
+	if (r->listen_fd >= 0) {
+		close(r->listen_fd);
+		unlink(r->path);
+	}
+	if (r->wake_fd >= 0)
+		close(r->wake_fd);
+	if (r->epfd >= 0)
+		close(r->epfd);
+	pthread_mutex_destroy(&r->lock);
+	free(r);
+}
+
+struct target *registry_get(struct registry *r, pid_t pid)
+{
+	struct target *t;
+
+	pthread_mutex_lock(&r->lock);
+	for (t = r->targets; t; t = t->next)
+		if (t->pid == pid)
+			break;
+	if (t)
+		target_get(t);
+	pthread_mutex_unlock(&r->lock);
+	return t;
+}
+
+static int cmp_target(const void *a, const void *b)
+{
+	pid_t x = (*(struct target *const *)a)->pid;
+	pid_t y = (*(struct target *const *)b)->pid;
+
+	return (x > y) - (x < y);
+}
+
+int registry_list(struct registry *r, struct target ***out, size_t *n)
+{
+	struct target **ts, *t;
+	size_t i = 0;
+
+	pthread_mutex_lock(&r->lock);
+	ts = malloc((r->ntargets ? r->ntargets : 1) * sizeof(*ts));
+	if (!ts) {
+		pthread_mutex_unlock(&r->lock);
+		return -ENOMEM;
+	}
+	for (t = r->targets; t; t = t->next) {
+		target_get(t);
+		ts[i++] = t;
+	}
+	pthread_mutex_unlock(&r->lock);
+	qsort(ts, i, sizeof(*ts), cmp_target);
+	*out = ts;
+	*n = i;
+	return 0;
+}
+
+void registry_put_all(struct target **ts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		target_put(ts[i]);
+	free(ts);
+}
+
+size_t registry_count(struct registry *r)
+{
+	size_t n;
+
+	pthread_mutex_lock(&r->lock);
+	n = r->ntargets;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+/* Sends all of buf before the deadline. */
+static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
+{
+	while (n > 0) {
+		struct pollfd pf = { .fd = fd, .events = POLLOUT };
+		uint64_t now = now_ms();
+		ssize_t w;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (poll(&pf, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+			return -errno;
+		w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			return -ECONNRESET;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * Looks at the bytes received so far. Returns 1 with *h and the payload at
+ * t->rx + WIRE_HDR_SIZE when a whole message is there, 0 when more is
+ * needed (*need: the size to hold it), SW_EFORMAT for garbage.
+ */
+static int whole_message(struct target *t, struct wire_hdr *h, size_t *need)
+{
+	*need = WIRE_HDR_SIZE;
+	if (t->rx_len < WIRE_HDR_SIZE)
+		return 0;
+	if (wire_parse_hdr(t->rx, h) < 0 || h->type != WIRE_DUMP_RESP)
+		return SW_EFORMAT;
+	*need = WIRE_HDR_SIZE + h->length;
+	return t->rx_len >= *need;
+}
+
+static void consume(struct target *t, size_t n)
+{
+	memmove(t->rx, t->rx + n, t->rx_len - n);
+	t->rx_len -= n;
+}
+
+/* Reads what is there, growing rx toward need. */
+static int receive(struct target *t, size_t need)
+{
+	ssize_t n;
+
+	if (need > t->rx_cap) {
+		/* Grow with what arrives, not with what is announced. */
+		size_t cap = t->rx_cap ? t->rx_cap : 65536;
+		uint8_t *bigger;
+
+		while (cap < need && cap < t->rx_len + (1u << 20))
+			cap *= 2;
+		if (cap > need)
+			cap = need;
+		bigger = realloc(t->rx, cap);
+		if (!bigger)
+			return -ENOMEM;
+		t->rx = bigger;
+		t->rx_cap = cap;
+	}
+	if (t->rx_len == t->rx_cap)
+		return 0;
+	n = read(t->fd, t->rx + t->rx_len, t->rx_cap - t->rx_len);
+	if (n < 0)
+		return (errno == EAGAIN || errno == EINTR) ? 0 : -ECONNRESET;
+	if (n == 0)
+		return -ECONNRESET;
+	t->rx_len += (size_t)n;
+	return 0;
+}
+
+/* Waits for the answer to seq, skipping late answers to older requests. */
+static int await_answer(struct target *t, uint32_t seq, uint64_t deadline,
+			struct sw_dump **out)
+{
+	for (;;) {
+		struct pollfd pf = { .fd = t->fd, .events = POLLIN };
+		struct wire_hdr h;
+		size_t need;
+		uint64_t now;
+		int rc, status;
+
+		rc = whole_message(t, &h, &need);
+		if (rc < 0)
+			return -ECONNRESET;
+		if (rc == 1) {
+			if (h.seq != seq) {
+				consume(t, need); /* a late answer */
+				continue;
+			}
+			rc = wire_decode_dump_resp(t->rx + WIRE_HDR_SIZE,
+						   h.length, &status, out);
+			consume(t, need);
+			if (rc < 0)
+				return rc == -ENOMEM ? rc : -ECONNRESET;
+			return status;
+		}
+		now = now_ms();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		rc = poll(&pf, 1, (int)(deadline - now));
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		if (rc > 0) {
+			rc = receive(t, need);
+			if (rc < 0)
+				return rc;
+		}
+	}
+}
+
+static int dump_self(int timeout_ms, struct sw_dump **out)
+{
+	uint64_t ips[SW_MAX_FRAMES];
+	struct collect_opts co = { .timeout_ms = timeout_ms,
+				   .window = SW_DEFAULT_WINDOW };
+	size_t n = handler_unwind_self(ips, SW_MAX_FRAMES, 0);
+
+	return collect_self(&co, ips, n, out);
+}
+
+int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
+{
+	struct wire_dump_req req = { .timeout_ms = (uint32_t)timeout_ms,
+				     .window = SW_DEFAULT_WINDOW };
+	struct wire_out o;
+	uint64_t deadline;
+	int rc;
+
+	*out = NULL;
+	if (t->self)
+		return dump_self(timeout_ms, out);
+	if (!target_alive(t))
+		return -ECONNRESET;
+	pthread_mutex_lock(&t->io_lock);
+	deadline = now_ms() + (uint64_t)timeout_ms + GRACE_MS;
+	wire_out_init(&o);
+	rc = wire_encode_dump_req(&o, ++t->seq, &req);
+	if (rc == 0)
+		rc = send_all(t->fd, o.data, o.len, deadline);
+	wire_out_release(&o);
+	if (rc == 0)
+		rc = await_answer(t, t->seq, deadline, out);
+	if (rc == -ECONNRESET) {
+		/* Gone or broken: the listener drops it on the hangup. */
+		atomic_store(&t->dead, true);
+		shutdown(t->fd, SHUT_RDWR);
+	}
+	/* Keep a large buffer only while it is in use. */
+	if (t->rx_len == 0 && t->rx_cap > (1u << 20)) {
+		free(t->rx);
+		t->rx = NULL;
+		t->rx_cap = 0;
+	}
+	pthread_mutex_unlock(&t->io_lock);
+	return rc;
+}

@@ -1,0 +1,94 @@
+/*
+ * registry.h - the processes the daemon knows: agents that registered over
+ * the unix socket, plus the daemon itself.
+ *
+ * A listener thread accepts agents, takes their pid and uid from
+ * SO_PEERCRED (never from what they claim), opens a pidfd for them, reads
+ * their HELLO and drops them on disconnect. Targets are reference counted:
+ * a request keeps its target alive (and its socket open) even if the agent
+ * goes away meanwhile. Nothing here watches any process that did not
+ * register (the libuv lesson).
+ */
+#ifndef SWD_REGISTRY_H
+#define SWD_REGISTRY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "dump.h"
+
+#define REGISTRY_MAX_TARGETS 4096
+#define REGISTRY_MAX_PENDING 256 /* connections that have not said HELLO */
+#define REGISTRY_HELLO_MS 5000 /* time allowed to say HELLO */
+
+struct target {
+	int kind; /* first: tells targets from pending connections */
+	_Atomic int refs;
+	pid_t pid; /* as the daemon sees it (SO_PEERCRED) */
+	uid_t uid;
+	int signo;
+	bool self; /* the daemon itself: dumped in-process */
+	char comm[SW_COMM_MAX];
+	char *cmdline;
+	struct timespec registered_at; /* CLOCK_REALTIME */
+	int fd; /* agent connection, -1 for self */
+	int pidfd; /* -1 when unavailable */
+	_Atomic bool dead; /* unregistered; requests fail */
+	_Atomic uint64_t last_sample_ms; /* CLOCK_REALTIME ms, 0: never */
+	_Atomic uint32_t last_threads;
+
+	pthread_mutex_t io_lock; /* one request at a time on fd */
+	uint32_t seq; /* under io_lock */
+	uint8_t *rx; /* bytes received, not yet consumed; under io_lock */
+	size_t rx_len;
+	size_t rx_cap;
+	struct target *next; /* registry list */
+};
+
+struct registry;
+
+/*
+ * Creates the agent socket at path (its directory made 0755 if missing, a
+ * stale socket replaced, the socket itself 0666 so any user's programs can
+ * register) and starts the listener thread. The daemon's own entry is
+ * registered first. Returns 0 or a negative errno.
+ */
+int registry_start(const char *path, struct registry **out);
+
+/* Stops the listener, unregisters everyone, removes the socket. */
+void registry_stop(struct registry *r);
+
+/* The target with this pid, with a reference; NULL when none. */
+struct target *registry_get(struct registry *r, pid_t pid);
+
+/*
+ * Every live target, each with a reference, sorted by pid. *out is malloc'd;
+ * release with registry_put_all().
+ */
+int registry_list(struct registry *r, struct target ***out, size_t *n);
+void registry_put_all(struct target **ts, size_t n);
+
+/* Number of registered targets, the daemon included. */
+size_t registry_count(struct registry *r);
+
+void target_get(struct target *t);
+void target_put(struct target *t);
+
+/* True while the process behind t is the one that registered. */
+bool target_alive(const struct target *t);
+
+/*
+ * Asks t for a raw dump with a deadline of timeout_ms (the agent's own) and
+ * waits at most timeout_ms + a grace for the answer. Returns 0 with *out a
+ * raw dump, -ETIMEDOUT when the agent did not answer in time (a late answer
+ * is discarded when the next request reads past it), -ECONNRESET when the
+ * agent is gone or broke the protocol (it is then dropped), or the agent's
+ * own error (SW_EHANDLER...). Serialized per target; blocks.
+ */
+int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out);
+
+#endif /* SWD_REGISTRY_H */

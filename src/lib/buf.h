@@ -1,0 +1,39 @@
+/*
+ * buf.h - a growable string buffer with a size cap (after curl's dynbuf).
+ * Appends fail with SW_ETOOBIG past the cap and -ENOMEM when allocation
+ * fails; after a failure the buffer keeps what it had.
+ */
+#ifndef SW_BUF_H
+#define SW_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+struct buf {
+	char *data; /* NUL-terminated when len > 0 */
+	size_t len;
+	size_t cap; /* allocated */
+	size_t max; /* hard cap on len */
+};
+
+/* Initializes an empty buffer that may grow to max bytes. No allocation. */
+void buf_init(struct buf *b, size_t max);
+/* Frees the contents; the buffer is empty and usable again. */
+void buf_release(struct buf *b);
+int buf_add(struct buf *b, const void *p, size_t n);
+int buf_adds(struct buf *b, const char *s);
+int buf_addf(struct buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* buf_addf() with a va_list, which it leaves unused (va_copy inside). */
+int buf_vaddf(struct buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+/*
+ * Appends s with every control character (below 0x20, and 0x7f) and every
+ * byte found in also (may be NULL) replaced by '?', so that names taken
+ * from a target cannot forge lines or fields of a text format.
+ */
+int buf_adds_safe(struct buf *b, const char *s, const char *also);
+/* Hands the contents to the caller (never NULL on success: "" when empty). */
+int buf_detach(struct buf *b, char **out);
+
+#endif /* SW_BUF_H */

@@ -1,0 +1,499 @@
+/*
+ * collect.c - the dumper (collect.h).
+ *
+ * Slots carry a (generation, state) word changed only by CAS. The dumper
+ * arms a slot with a fresh generation and sends the signal with the slot
+ * index and generation as cookie; the handler claims the slot only if it is
+ * still armed for that generation. At the deadline the dumper takes back
+ * every slot still armed (a late handler then finds a newer generation and
+ * does nothing); a slot a handler is writing into is quarantined, not
+ * reused, until that handler has published. Slots are static and live as
+ * long as the process, so nothing is ever freed under a running handler.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "collect.h"
+#include "futex.h"
+#include "handler.h"
+#include "modules.h"
+#include "procfs.h"
+
+static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t next_gen; /* under collect_lock */
+static struct collect_stats stats; /* under collect_lock */
+
+/* One dump in progress. */
+struct run {
+	struct sw_dump *d;
+	int signo;
+	pid_t pid;
+	int taskfd;
+	uint64_t deadline_ns;
+	long ticks_per_s;
+	size_t next; /* next thread to signal */
+	size_t inflight;
+	int owner[HANDLER_SLOTS]; /* thread index, or -1 */
+	uint64_t gen[HANDLER_SLOTS];
+	bool usable[HANDLER_SLOTS]; /* false: quarantined */
+	bool *settled; /* per thread: has its final status */
+	size_t window;
+};
+
+/*
+ * In a child of fork() only the forking thread exists: a dump another
+ * thread had in progress will never finish, so the lock and the slots
+ * start afresh.
+ */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&collect_lock, NULL);
+	for (int s = 0; s < HANDLER_SLOTS; s++)
+		atomic_store(&handler_slots[s].word, SLOT_WORD(0, SLOT_FREE));
+}
+
+static void register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+static uint64_t fresh_gen(void)
+{
+	if (next_gen == 0) {
+		uint64_t seed = 0;
+
+		if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) !=
+		    sizeof(seed))
+			seed = handler_now_ns() ^ ((uint64_t)getpid() << 32);
+		/* Unpredictable, with room to count up for ages. */
+		next_gen = (seed & 0xffffffffffull) | 1;
+	}
+	return next_gen++ & ((1ull << 54) - 1);
+}
+
+/*
+ * Frees what previous dumps left behind: a slot whose late handler has
+ * since published is free again; one still being written stays out of use
+ * for this dump.
+ */
+static void reclaim_slots(struct run *r)
+{
+	for (int s = 0; s < HANDLER_SLOTS; s++) {
+		uint64_t w = atomic_load_explicit(&handler_slots[s].word,
+						  memory_order_acquire);
+
+		r->owner[s] = -1;
+		switch (SLOT_STATE(w)) {
+		case SLOT_FREE:
+			r->usable[s] = true;
+			break;
+		case SLOT_WRITING:
+			r->usable[s] = false;
+			break;
+		default: /* DONE, or ARMED for a signal never delivered */
+			r->usable[s] = atomic_compare_exchange_strong(
+				&handler_slots[s].word, &w,
+				SLOT_WORD(SLOT_GEN(w) + 1, SLOT_FREE));
+			break;
+		}
+	}
+}
+
+static int free_slot(const struct run *r)
+{
+	for (size_t s = 0; s < r->window; s++) {
+		if (r->owner[s] < 0 && r->usable[s])
+			return (int)s;
+	}
+	return -1;
+}
+
+static void fill_task(struct run *r, struct sw_thread *t,
+		      const struct procfs_task *pt)
+{
+	memcpy(t->name, pt->name, sizeof(t->name));
+	t->state = pt->state;
+	t->utime_ms = pt->utime_ticks * 1000 / (uint64_t)r->ticks_per_s;
+	t->stime_ms = pt->stime_ticks * 1000 / (uint64_t)r->ticks_per_s;
+}
+
+/* Copies a published slot into its thread and frees the slot. */
+static void harvest_slot(struct run *r, int s)
+{
+	struct slot *sl = &handler_slots[s];
+	struct sw_thread *t = &r->d->threads[r->owner[s]];
+	uint32_t n = sl->nips;
+
+	if (n > SW_MAX_FRAMES)
+		n = SW_MAX_FRAMES;
+	t->ips = malloc((n ? n : 1) * sizeof(uint64_t));
+	if (!t->ips) {
+		dump_thread_set_error(t, SW_ST_ERROR, "out of memory");
+	} else {
+		memcpy(t->ips, sl->ips, n * sizeof(uint64_t));
+		t->nips = n;
+		t->flags = sl->flags;
+		t->captured_ns = sl->captured_ns;
+		t->utime_ms = sl->utime_us / 1000;
+		t->stime_ms = sl->stime_us / 1000;
+		t->status = SW_ST_OK;
+	}
+	atomic_store_explicit(&sl->word,
+			      SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
+			      memory_order_release);
+	r->owner[s] = -1;
+	r->inflight--;
+}
+
+/* Harvests every published slot. Returns how many. */
+static size_t harvest(struct run *r)
+{
+	size_t got = 0;
+
+	for (size_t s = 0; s < r->window; s++) {
+		uint64_t w;
+
+		if (r->owner[s] < 0)
+			continue;
+		w = atomic_load_explicit(&handler_slots[s].word,
+					 memory_order_acquire);
+		if (w == SLOT_WORD(r->gen[s], SLOT_DONE)) {
+			harvest_slot(r, (int)s);
+			got++;
+		}
+	}
+	return got;
+}
+
+static int send_signal(struct run *r, pid_t tid, int s, uint64_t gen)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	si.si_signo = r->signo;
+	si.si_code = SI_QUEUE;
+	si.si_pid = r->pid;
+	si.si_uid = getuid();
+	si.si_value.sival_ptr = (void *)(uintptr_t)((gen << 8) | (uint64_t)s);
+	if (syscall(SYS_rt_tgsigqueueinfo, r->pid, tid, r->signo, &si) < 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Reads thread i's /proc entries and signals it through a free slot.
+ * Returns 1 when the thread is settled (signalled, or given a final
+ * status), 0 when it must wait for a slot or for the signal queue to drain.
+ */
+static int start_thread(struct run *r, size_t i)
+{
+	struct sw_thread *t = &r->d->threads[i];
+	struct procfs_task pt;
+	uint64_t sigblk = 0, gen;
+	int s, rc;
+
+	if (r->settled[i])
+		return 1; /* ourselves, or skipped */
+	rc = procfs_read_task(r->taskfd, t->tid, &pt, &sigblk);
+	if (rc == -ESRCH) {
+		dump_thread_set_error(t, SW_ST_EXITED,
+				      "the thread exited during the dump");
+		return 1;
+	}
+	if (rc < 0) {
+		dump_thread_set_error(t, SW_ST_ERROR, sw_strerror(rc));
+		return 1;
+	}
+	fill_task(r, t, &pt);
+	if (sigblk & (1ull << (r->signo - 1))) {
+		dump_thread_set_error(t, SW_ST_BLOCKED,
+				      "the thread blocks the dump signal");
+		return 1;
+	}
+	s = free_slot(r);
+	if (s < 0)
+		return 0;
+	gen = fresh_gen();
+	atomic_store_explicit(&handler_slots[s].word,
+			      SLOT_WORD(gen, SLOT_ARMED), memory_order_release);
+	rc = send_signal(r, t->tid, s, gen);
+	if (rc < 0) {
+		uint64_t w = SLOT_WORD(gen, SLOT_ARMED);
+
+		/* Never delivered, so no handler can hold it. */
+		atomic_compare_exchange_strong(&handler_slots[s].word, &w,
+					       SLOT_WORD(gen + 1, SLOT_FREE));
+		if (rc == -EAGAIN && r->inflight > 0)
+			return 0; /* queue full: retry once some drain */
+		if (rc == -ESRCH)
+			dump_thread_set_error(t, SW_ST_EXITED,
+					      "the thread exited during the dump");
+		else
+			dump_thread_set_error(t, SW_ST_ERROR, sw_strerror(rc));
+		return 1;
+	}
+	stats.signals_sent++;
+	r->owner[s] = (int)i;
+	r->gen[s] = gen;
+	r->inflight++;
+	return 1;
+}
+
+static bool task_exists(const struct run *r, pid_t tid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "%d", (int)tid);
+	return faccessat(r->taskfd, path, F_OK, 0) == 0;
+}
+
+static void time_out(struct run *r, struct sw_thread *t, const char *why)
+{
+	if (!task_exists(r, t->tid))
+		dump_thread_set_error(t, SW_ST_EXITED,
+				      "the thread exited during the dump");
+	else
+		dump_thread_set_error(t, SW_ST_TIMEOUT, why);
+}
+
+/* The deadline passed: takes back every slot still out. */
+static void finish_at_deadline(struct run *r)
+{
+	char why[64];
+
+	snprintf(why, sizeof(why), "no answer within %d ms",
+		 r->d->timeout_ms);
+	for (size_t s = 0; s < r->window; s++) {
+		uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
+		struct sw_thread *t;
+
+		if (r->owner[s] < 0)
+			continue;
+		t = &r->d->threads[r->owner[s]];
+		if (atomic_compare_exchange_strong(
+			    &handler_slots[s].word, &w,
+			    SLOT_WORD(r->gen[s] + 1, SLOT_FREE))) {
+			r->owner[s] = -1;
+			r->inflight--;
+			time_out(r, t, why);
+		} else if (w == SLOT_WORD(r->gen[s], SLOT_DONE)) {
+			harvest_slot(r, (int)s);
+		} else {
+			/* Mid-write: quarantined until the handler is done. */
+			r->owner[s] = -1;
+			r->inflight--;
+			time_out(r, t, why);
+		}
+	}
+	for (; r->next < r->d->nthreads; r->next++) {
+		struct sw_thread *t = &r->d->threads[r->next];
+		struct procfs_task pt;
+
+		if (r->settled[r->next])
+			continue;
+		if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
+			fill_task(r, t, &pt);
+		time_out(r, t, why);
+	}
+}
+
+/* Signals every thread through the window until all answered or the
+ * deadline. */
+static void signal_all(struct run *r)
+{
+	for (;;) {
+		uint32_t seq;
+
+		while (r->next < r->d->nthreads &&
+		       r->inflight < r->window &&
+		       handler_now_ns() < r->deadline_ns) {
+			if (!start_thread(r, r->next))
+				break;
+			r->next++;
+		}
+		if (r->inflight == 0 && r->next >= r->d->nthreads)
+			return;
+		seq = atomic_load_explicit(&handler_done_seq,
+					   memory_order_acquire);
+		if (harvest(r) > 0)
+			continue;
+		if (r->inflight == 0) {
+			/* Every usable slot is quarantined. */
+			break;
+		}
+		if (handler_now_ns() >= r->deadline_ns)
+			break;
+		futex_wait_until(&handler_done_seq, seq, r->deadline_ns);
+	}
+	finish_at_deadline(r);
+}
+
+static int init_threads(struct run *r, const uint64_t *self_ips,
+			size_t self_n, bool traced)
+{
+	struct sw_dump *d = r->d;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	pid_t *tids = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = procfs_list_tasks(r->taskfd, SW_MAX_THREADS, &tids, &n);
+	if (rc < 0)
+		return rc;
+	d->threads = calloc(n ? n : 1, sizeof(*d->threads));
+	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
+	if (!d->threads || !r->settled) {
+		free(tids);
+		return -ENOMEM;
+	}
+	d->nthreads = n;
+	for (size_t i = 0; i < n; i++) {
+		struct sw_thread *t = &d->threads[i];
+		struct procfs_task pt;
+
+		t->tid = tids[i];
+		t->state = '?';
+		t->group = -1;
+		t->unchanged_s = -1;
+		t->status = SW_ST_TIMEOUT; /* until it answers */
+		if (t->tid == self) {
+			r->settled[i] = true;
+			if (procfs_read_task(r->taskfd, self, &pt, NULL) == 0)
+				fill_task(r, t, &pt);
+			t->ips = malloc((self_n ? self_n : 1) * sizeof(uint64_t));
+			if (!t->ips) {
+				free(tids);
+				return -ENOMEM;
+			}
+			memcpy(t->ips, self_ips, self_n * sizeof(uint64_t));
+			t->nips = self_n;
+			t->captured_ns = handler_now_ns();
+			t->status = SW_ST_OK;
+		} else if (traced) {
+			r->settled[i] = true;
+			if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
+				fill_task(r, t, &pt);
+			dump_thread_set_error(t, SW_ST_SKIPPED,
+					      "a debugger is attached to the process");
+		}
+	}
+	free(tids);
+	return 0;
+}
+
+static void finish_dump(struct run *r, uint64_t start_ns)
+{
+	struct sw_dump *d = r->d;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	char *name;
+
+	for (size_t i = 0; i < d->nthreads; i++) {
+		const struct sw_thread *t = &d->threads[i];
+
+		stats.threads[t->status]++;
+		if (t->status != SW_ST_OK || !t->captured_ns)
+			continue;
+		if (t->captured_ns < lo)
+			lo = t->captured_ns;
+		if (t->captured_ns > hi)
+			hi = t->captured_ns;
+	}
+	d->skew_us = hi > lo ? (hi - lo) / 1000 : 0;
+	d->elapsed_us = (handler_now_ns() - start_ns) / 1000;
+	if (procfs_read_cmdline(0, &d->cmdline) < 0)
+		d->cmdline = strdup("");
+	name = program_invocation_short_name;
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].tid == d->pid)
+			name = d->threads[i].name;
+	snprintf(d->comm, sizeof(d->comm), "%s", name ? name : "");
+	stats.dumps++;
+}
+
+int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
+		 size_t self_n, struct sw_dump **out)
+{
+	struct run r;
+	pid_t tracer = 0;
+	uint64_t start_ns;
+	int rc, signo;
+
+	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+	if (handler_depth)
+		return SW_EINHANDLER;
+	pthread_once(&atfork_once, register_atfork);
+	signo = handler_install();
+	if (signo < 0)
+		return signo;
+	memset(&r, 0, sizeof(r));
+	r.signo = signo;
+	r.pid = getpid();
+	r.ticks_per_s = sysconf(_SC_CLK_TCK);
+	if (r.ticks_per_s <= 0)
+		r.ticks_per_s = 100;
+	r.window = (size_t)opts->window;
+	if (r.window < 1 || r.window > HANDLER_SLOTS)
+		r.window = HANDLER_SLOTS;
+
+	pthread_mutex_lock(&collect_lock);
+	start_ns = handler_now_ns();
+	r.deadline_ns = start_ns + (uint64_t)opts->timeout_ms * 1000000ull;
+	rc = handler_check();
+	if (rc < 0)
+		goto out_unlock;
+	r.d = dump_new();
+	if (!r.d) {
+		rc = -ENOMEM;
+		goto out_unlock;
+	}
+	r.d->pid = r.pid;
+	r.d->timeout_ms = opts->timeout_ms;
+	clock_gettime(CLOCK_REALTIME, &r.d->collected_at);
+	r.taskfd = open("/proc/self/task",
+			O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r.taskfd < 0) {
+		rc = -errno;
+		goto out_free;
+	}
+	procfs_tracer_pid(0, &tracer);
+	rc = init_threads(&r, self_ips, self_n, tracer != 0);
+	if (rc < 0)
+		goto out_close;
+	reclaim_slots(&r);
+	signal_all(&r);
+	rc = modules_read_self(r.d);
+	if (rc < 0)
+		goto out_close;
+	finish_dump(&r, start_ns);
+	free(r.settled);
+	close(r.taskfd);
+	pthread_mutex_unlock(&collect_lock);
+	*out = r.d;
+	return 0;
+
+out_close:
+	free(r.settled);
+	close(r.taskfd);
+out_free:
+	sw_dump_free(r.d);
+out_unlock:
+	pthread_mutex_unlock(&collect_lock);
+	return rc;
+}
+
+void collect_get_stats(struct collect_stats *out)
+{
+	pthread_mutex_lock(&collect_lock);
+	*out = stats;
+	pthread_mutex_unlock(&collect_lock);
+}

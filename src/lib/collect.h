@@ -1,0 +1,46 @@
+/*
+ * collect.h - the dumper: collects a raw dump of the calling process.
+ *
+ * It lists /proc/self/task, reads each thread's name, state, CPU times and
+ * blocked-signal mask, sends each thread our real-time signal through a
+ * window of slots, and waits on the done futex with one absolute
+ * CLOCK_MONOTONIC deadline. The result has no symbols: the symbolizer adds
+ * them (in process, or in the daemon from the agent's raw dump).
+ */
+#ifndef SW_COLLECT_H
+#define SW_COLLECT_H
+
+#include <stdint.h>
+
+#include "dump.h"
+
+struct collect_opts {
+	int timeout_ms; /* 1..600000 */
+	int window; /* 1..HANDLER_SLOTS */
+};
+
+/* Counters since the process started; the daemon exports them. */
+struct collect_stats {
+	uint64_t dumps;
+	uint64_t signals_sent;
+	uint64_t threads[SW_ST_COUNT];
+};
+
+/*
+ * Collects every thread of the calling process. The calling thread is not
+ * signalled: its stack is self_ips (self_n entries, return addresses,
+ * captured by the caller). Never waits past now + timeout_ms for the
+ * threads; a thread that has not answered by then is "timeout", one that
+ * blocks the signal "blocked-signal", one that is gone "exited"; with a
+ * debugger attached every other thread is "skipped". If our handler is no
+ * longer installed, sends nothing and returns SW_EHANDLER. Calls are
+ * serialized. On success *out is a raw dump the caller frees with
+ * sw_dump_free(). Never call it from a signal handler.
+ */
+int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
+		 size_t self_n, struct sw_dump **out);
+
+/* A snapshot of the counters. */
+void collect_get_stats(struct collect_stats *out);
+
+#endif /* SW_COLLECT_H */

@@ -1,0 +1,124 @@
+/*
+ * dump.h - the dump structure shared by the collector, the symbolizer, the
+ * grouper and the renderers.
+ *
+ * A dump starts raw: per thread its tid, name, state, CPU times, status and
+ * raw instruction pointers, plus the module list of the process. The
+ * symbolizer turns each thread's ips into frames (expanding inlined
+ * functions), the grouper gathers threads with the same stack, and the
+ * renderers read the result. The agent ships the raw part over the wire and
+ * the daemon does the rest, so nothing here points into the target.
+ */
+#ifndef SW_DUMP_H
+#define SW_DUMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "stackwatch.h"
+
+#define SW_MAX_FRAMES 256 /* raw ips captured per thread */
+#define SW_MAX_THREADS 65536 /* threads per dump */
+#define SW_MAX_MODULES 4096 /* modules per dump */
+#define SW_BUILD_ID_MAX 64 /* bytes of a build-id */
+#define SW_COMM_MAX 16 /* bytes of a task name, NUL included */
+
+enum sw_status {
+	SW_ST_OK = 0,
+	SW_ST_TIMEOUT,
+	SW_ST_EXITED,
+	SW_ST_BLOCKED, /* "blocked-signal" */
+	SW_ST_SKIPPED,
+	SW_ST_ERROR,
+	SW_ST_COUNT
+};
+
+/* Thread flags. */
+#define SW_TF_FIRST_EXACT 0x1 /* ips[0] is an interrupted pc, not a return */
+#define SW_TF_IN_LOADER 0x2 /* stopped inside the dynamic loader */
+#define SW_TF_TRUNCATED 0x4 /* more than SW_MAX_FRAMES frames */
+
+/* One symbolized frame. Strings are owned by the thread's frame array. */
+struct sw_frame {
+	uint64_t ip;
+	int module; /* index into dump->modules, -1 when unknown */
+	uint64_t offset; /* ip - module bias; ip when module is -1 */
+	char *function; /* demangled, NULL when unknown */
+	char *file; /* absolute source path, NULL when unknown */
+	int line; /* 0 when unknown */
+	bool inlined; /* inlined into the next frame */
+};
+
+struct sw_thread {
+	pid_t tid;
+	char name[SW_COMM_MAX];
+	char state; /* from /proc: R, S, D, T, t, Z, X, I; '?' unknown */
+	uint64_t utime_ms;
+	uint64_t stime_ms;
+	enum sw_status status;
+	char *error; /* reason when status is not ok, owned */
+	uint32_t flags; /* SW_TF_* */
+	uint64_t captured_ns; /* CLOCK_MONOTONIC at capture, 0 unknown */
+	size_t nips;
+	uint64_t *ips; /* raw, innermost first; owned */
+	size_t nframes;
+	struct sw_frame *frames; /* after symbolization; owned */
+	int group; /* index into dump->groups, -1 for none */
+	double unchanged_s; /* seconds the stack stayed the same; < 0: n/a */
+};
+
+struct sw_module {
+	char *path; /* owned */
+	uint64_t bias; /* load bias: address minus link-time address */
+	uint64_t start; /* lowest mapped address of its PT_LOAD segments */
+	uint64_t end; /* one past the highest */
+	uint32_t build_id_len; /* 0 when the module has none */
+	uint8_t build_id[SW_BUILD_ID_MAX];
+};
+
+struct sw_group {
+	size_t count;
+	pid_t *tids; /* owned, count entries, ascending */
+	size_t rep; /* index of the thread whose frames stand for the group */
+};
+
+struct sw_dump {
+	pid_t pid;
+	char comm[SW_COMM_MAX];
+	char *cmdline; /* arguments joined by spaces; owned */
+	struct timespec collected_at; /* CLOCK_REALTIME at start */
+	uint64_t elapsed_us;
+	uint64_t skew_us;
+	int timeout_ms;
+	bool symbolized; /* frames carry function/file/line */
+	size_t nthreads;
+	struct sw_thread *threads;
+	size_t nmodules;
+	struct sw_module *modules;
+	size_t ngroups;
+	struct sw_group *groups;
+};
+
+/* "ok", "timeout", "exited", "blocked-signal", "skipped", "error". */
+const char *dump_status_name(enum sw_status st);
+
+/* Allocates an empty dump (calloc). NULL when out of memory. */
+struct sw_dump *dump_new(void);
+
+/* Frees the symbolized frames of t (not its ips). Accepts NULL arrays. */
+void dump_thread_release_frames(struct sw_thread *t);
+
+/* Frees the groups of d and marks every thread ungrouped. */
+void dump_release_groups(struct sw_dump *d);
+
+/* Index of the module holding ip, or -1. Linear; modules are few. */
+int dump_find_module(const struct sw_dump *d, uint64_t ip);
+
+/* Sets t->error to a copy of reason (NULL on out of memory). */
+void dump_thread_set_error(struct sw_thread *t, enum sw_status st,
+			   const char *reason);
+
+#endif /* SW_DUMP_H */

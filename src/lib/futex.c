@@ -1,0 +1,41 @@
+/*
+ * futex.c - wake and deadline wait on a 32-bit futex word (futex.h).
+ *
+ * The wait uses FUTEX_WAIT_BITSET, whose timeout is an absolute
+ * CLOCK_MONOTONIC time: a loop of waits never drifts past the deadline the
+ * way repeated relative timeouts do. Private futexes: the waker and the
+ * waiter are always threads of one process.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "futex.h"
+
+void futex_wake_all(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
+		INT_MAX, NULL, NULL, 0);
+}
+
+int futex_wait_until(_Atomic uint32_t *addr, uint32_t expected,
+		     uint64_t deadline_ns)
+{
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline_ns / 1000000000ull),
+		.tv_nsec = (long)(deadline_ns % 1000000000ull),
+	};
+	long rc;
+
+	rc = syscall(SYS_futex, (uint32_t *)addr,
+		     FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, &ts,
+		     NULL, FUTEX_BITSET_MATCH_ANY);
+	if (rc == 0)
+		return 0;
+	if (errno == EAGAIN)
+		return 0; /* the word had already moved */
+	return -errno;
+}

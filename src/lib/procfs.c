@@ -1,0 +1,323 @@
+/*
+ * procfs.c - bounded readers and defensive parsers of /proc (procfs.h).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "procfs.h"
+
+/* Parses an unsigned decimal at *p, advancing it. false when none. */
+static bool parse_u64(const char **p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = *p;
+
+	if (s >= end || *s < '0' || *s > '9')
+		return false;
+	while (s < end && *s >= '0' && *s <= '9') {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return false;
+		v = v * 10 + d;
+		s++;
+	}
+	*p = s;
+	*out = v;
+	return true;
+}
+
+int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out)
+{
+	const char *end = buf + len, *open, *close = NULL, *p;
+	size_t namelen;
+	uint64_t v;
+	int field;
+
+	open = memchr(buf, '(', len);
+	if (!open)
+		return SW_EFORMAT;
+	/* The name may hold ')' itself: the last one closes it. */
+	for (p = open; p < end; p++)
+		if (*p == ')')
+			close = p;
+	if (!close || close + 2 >= end || close[1] != ' ')
+		return SW_EFORMAT;
+	namelen = (size_t)(close - open - 1);
+	if (namelen >= SW_COMM_MAX)
+		namelen = SW_COMM_MAX - 1;
+	memcpy(out->name, open + 1, namelen);
+	out->name[namelen] = '\0';
+	p = close + 2;
+	out->state = *p++;
+	/* Fields after the state: 4 ppid ... 14 utime, 15 stime. */
+	for (field = 4; field <= 15; field++) {
+		if (p >= end || *p != ' ')
+			return SW_EFORMAT;
+		p++;
+		if (p < end && *p == '-')
+			p++; /* signed fields such as tty_nr */
+		if (!parse_u64(&p, end, &v))
+			return SW_EFORMAT;
+		if (field == 14)
+			out->utime_ticks = v;
+		else if (field == 15)
+			out->stime_ticks = v;
+	}
+	return 0;
+}
+
+/* Points at the value of "KEY:" at the start of a line, or NULL. */
+static const char *status_value(const char *buf, size_t len, const char *key)
+{
+	size_t klen = strlen(key);
+	const char *p = buf, *end = buf + len;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+
+		if ((size_t)(eol - p) > klen && memcmp(p, key, klen) == 0 &&
+		    p[klen] == ':') {
+			p += klen + 1;
+			while (p < eol && (*p == '\t' || *p == ' '))
+				p++;
+			return p;
+		}
+		p = eol + 1;
+	}
+	return NULL;
+}
+
+int procfs_parse_status_hex(const char *buf, size_t len, const char *key,
+			    uint64_t *out)
+{
+	const char *p = status_value(buf, len, key), *end = buf + len;
+	uint64_t v = 0;
+	int digits = 0;
+
+	if (!p)
+		return -ENOENT;
+	for (; p < end && *p != '\n'; p++) {
+		int d;
+
+		if (*p >= '0' && *p <= '9')
+			d = *p - '0';
+		else if (*p >= 'a' && *p <= 'f')
+			d = *p - 'a' + 10;
+		else if (*p >= 'A' && *p <= 'F')
+			d = *p - 'A' + 10;
+		else
+			return SW_EFORMAT;
+		if (++digits > 16)
+			return SW_EFORMAT;
+		v = (v << 4) | (uint64_t)d;
+	}
+	if (!digits)
+		return SW_EFORMAT;
+	*out = v;
+	return 0;
+}
+
+int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
+			    int64_t *out)
+{
+	const char *p = status_value(buf, len, key), *end = buf + len;
+	bool neg = false;
+	uint64_t v;
+
+	if (!p)
+		return -ENOENT;
+	if (p < end && *p == '-') {
+		neg = true;
+		p++;
+	}
+	if (!parse_u64(&p, end, &v) || v > INT64_MAX)
+		return SW_EFORMAT;
+	if (p < end && *p != '\n')
+		return SW_EFORMAT;
+	*out = neg ? -(int64_t)v : (int64_t)v;
+	return 0;
+}
+
+ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	size_t got = 0;
+	int fd, err;
+
+	if (size == 0)
+		return -EINVAL;
+	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (got < size - 1) {
+		n = read(fd, buf + got, size - 1 - got);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			err = errno == ENOENT ? -ESRCH : -errno;
+			close(fd);
+			return err;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int procfs_list_tasks(int taskfd, size_t max, pid_t **out, size_t *n)
+{
+	char dbuf[8192];
+	size_t cap = 64, cnt = 0;
+	pid_t *ids = malloc(cap * sizeof(*ids));
+	long nread;
+
+	if (!ids)
+		return -ENOMEM;
+	if (lseek(taskfd, 0, SEEK_SET) < 0)
+		goto fail_errno;
+	while ((nread = syscall(SYS_getdents64, taskfd, dbuf,
+				sizeof(dbuf))) > 0) {
+		for (long off = 0; off < nread;) {
+			struct dirent64 *de = (struct dirent64 *)(dbuf + off);
+			const char *s = de->d_name;
+			uint64_t v;
+
+			off += de->d_reclen;
+			if (!parse_u64(&s, s + strlen(s), &v) || *s ||
+			    v == 0 || v > INT32_MAX)
+				continue;
+			if (cnt == max) {
+				free(ids);
+				return SW_ETOOBIG;
+			}
+			if (cnt == cap) {
+				pid_t *bigger = realloc(ids, 2 * cap * sizeof(*ids));
+				if (!bigger) {
+					free(ids);
+					return -ENOMEM;
+				}
+				ids = bigger;
+				cap *= 2;
+			}
+			ids[cnt++] = (pid_t)v;
+		}
+	}
+	if (nread < 0)
+		goto fail_errno;
+	qsort(ids, cnt, sizeof(*ids), cmp_pid);
+	*out = ids;
+	*n = cnt;
+	return 0;
+fail_errno:
+	nread = -errno;
+	free(ids);
+	return (int)nread;
+}
+
+int procfs_parse_status_task(const char *buf, size_t len,
+			     struct procfs_task *t, uint64_t *sigblk)
+{
+	const char *name = status_value(buf, len, "Name");
+	const char *state = status_value(buf, len, "State");
+	const char *end = buf + len;
+	size_t n = 0;
+
+	if (!name || !state || state >= end)
+		return SW_EFORMAT;
+	while (name + n < end && name[n] != '\n' && n < SW_COMM_MAX - 1)
+		n++;
+	memcpy(t->name, name, n);
+	t->name[n] = '\0';
+	t->state = *state;
+	t->utime_ticks = 0;
+	t->stime_ticks = 0;
+	return procfs_parse_status_hex(buf, len, "SigBlk", sigblk);
+}
+
+int procfs_read_task(int taskfd, pid_t tid, struct procfs_task *t,
+		     uint64_t *sigblk)
+{
+	char path[64], buf[4096];
+	ssize_t n;
+
+	if (sigblk) {
+		/* One read gives name, state and mask; CPU times come
+		 * from the thread itself (getrusage in the handler). */
+		snprintf(path, sizeof(path), "%d/status", (int)tid);
+		n = procfs_read_at(taskfd, path, buf, sizeof(buf));
+		if (n < 0)
+			return (int)n;
+		return procfs_parse_status_task(buf, (size_t)n, t, sigblk);
+	}
+	snprintf(path, sizeof(path), "%d/stat", (int)tid);
+	n = procfs_read_at(taskfd, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	return procfs_parse_stat(buf, (size_t)n, t);
+}
+
+int procfs_read_cmdline(pid_t pid, char **out)
+{
+	char path[64], *buf;
+	ssize_t n;
+
+	buf = malloc(4096);
+	if (!buf)
+		return -ENOMEM;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/cmdline");
+	n = procfs_read_at(AT_FDCWD, path, buf, 4096);
+	if (n < 0) {
+		free(buf);
+		return (int)n;
+	}
+	while (n > 0 && buf[n - 1] == '\0')
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}
+
+int procfs_tracer_pid(pid_t pid, pid_t *out)
+{
+	char path[64], buf[4096];
+	int64_t v;
+	ssize_t n;
+	int rc;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	rc = procfs_parse_status_dec(buf, (size_t)n, "TracerPid", &v);
+	if (rc < 0)
+		return rc;
+	*out = (pid_t)v;
+	return 0;
+}

@@ -1,0 +1,74 @@
+/*
+ * procfs.h - readers of /proc for the collector and the daemon.
+ *
+ * Everything read from /proc is treated as untrusted text: bounded reads,
+ * parsers that accept any bytes and fail cleanly. The parsers are separate
+ * from the readers so they can be fuzzed.
+ */
+#ifndef SW_PROCFS_H
+#define SW_PROCFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dump.h"
+
+struct procfs_task {
+	char name[SW_COMM_MAX];
+	char state;
+	uint64_t utime_ticks;
+	uint64_t stime_ticks;
+};
+
+/* Parses the text of /proc/PID/task/TID/stat. 0 or SW_EFORMAT. */
+int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out);
+
+/*
+ * Finds "KEY:\t<value>" in the text of a status file and parses the value
+ * as hexadecimal (SigBlk) or decimal (TracerPid). 0, -ENOENT when the key
+ * is missing, SW_EFORMAT when the value is malformed.
+ */
+int procfs_parse_status_hex(const char *buf, size_t len, const char *key,
+			    uint64_t *out);
+int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
+			    int64_t *out);
+
+/*
+ * Reads a small file under dirfd (openat, O_RDONLY|O_CLOEXEC) into buf,
+ * NUL-terminated, at most size - 1 bytes. Returns the length or -errno.
+ */
+ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size);
+
+/*
+ * Lists the thread ids under the task directory open at taskfd, ascending.
+ * *out is malloc'd (caller frees). At most max ids; more is SW_ETOOBIG.
+ */
+int procfs_list_tasks(int taskfd, size_t max, pid_t **out, size_t *n);
+
+/*
+ * Parses the text of /proc/PID/task/TID/status: name, state and the
+ * blocked-signal mask (CPU times are left 0). 0 or SW_EFORMAT.
+ */
+int procfs_parse_status_task(const char *buf, size_t len,
+			     struct procfs_task *t, uint64_t *sigblk);
+
+/*
+ * Reads one task. With sigblk, from its status file: name, state and the
+ * blocked-signal mask, CPU times 0 (one read: this runs once per thread
+ * per dump). Without, from its stat file: name, state and CPU times in
+ * ticks. Returns 0, -ESRCH when the task is gone, or SW_EFORMAT.
+ */
+int procfs_read_task(int taskfd, pid_t tid, struct procfs_task *t,
+		     uint64_t *sigblk);
+
+/*
+ * Reads /proc/PID/cmdline (pid 0: self) with the NUL separators turned
+ * into spaces, at most 4 kB. *out is malloc'd. 0 or -errno.
+ */
+int procfs_read_cmdline(pid_t pid, char **out);
+
+/* TracerPid of a process (pid 0: self). 0 or -errno. */
+int procfs_tracer_pid(pid_t pid, pid_t *out);
+
+#endif /* SW_PROCFS_H */

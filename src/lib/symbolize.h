@@ -1,0 +1,55 @@
+/*
+ * symbolize.h - turns a dump's raw instruction pointers into frames with
+ * function, source file, line and inlined frames, through elfutils libdwfl.
+ *
+ * One symbolizer is long-lived: it keeps one libdwfl session per module
+ * (keyed by build-id, or by path when a module has none) and a cache of
+ * results per (module key, looked-up offset), so a thousand threads with
+ * the same stack cost one lookup and a restarted binary with another
+ * build-id reuses nothing stale. It is not thread-safe: callers serialize.
+ */
+#ifndef SW_SYMBOLIZE_H
+#define SW_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dump.h"
+
+struct sym;
+
+/*
+ * How the symbolizer opens a module's file. Returns an open read-only fd
+ * the symbolizer owns, or a negative errno; NULL selects the default, which
+ * opens m->path with O_RDONLY|O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and accepts
+ * only a regular file of at most 1 GiB. The daemon passes one that also
+ * checks the target really maps that file.
+ */
+typedef int (*sym_open_fn)(void *arg, const struct sw_module *m);
+
+/* Creates a symbolizer. Returns 0 or -ENOMEM. */
+int sym_new(sym_open_fn open_fn, void *open_arg, struct sym **out);
+
+/* Frees a symbolizer and its caches. Accepts NULL. */
+void sym_free(struct sym *s);
+
+/*
+ * Fills threads[i].frames of d from threads[i].ips, for every thread with
+ * status ok. With symbols false, frames carry only ip, module and offset;
+ * with symbols true also the demangled function (without a symbol-version
+ * suffix), the absolute source file and line, and inlined frames (each its
+ * own frame with inlined true, before the function it was inlined into,
+ * sharing its ip). Looks up pc - 1 for every frame but an exact first one
+ * (SW_TF_FIRST_EXACT). A module that cannot be read, or whose build-id does
+ * not match the file, gives frames with module and offset only. A thread
+ * flagged SW_TF_IN_LOADER gets one frame, function "[in dynamic loader]".
+ * Sets d->symbolized = symbols. Returns 0 or -ENOMEM (then d is unchanged
+ * apart from frames it could fill).
+ */
+int sym_dump(struct sym *s, struct sw_dump *d, bool symbols);
+
+/* Cache statistics since creation. */
+uint64_t sym_cache_hits(const struct sym *s);
+uint64_t sym_cache_misses(const struct sym *s);
+
+#endif /* SW_SYMBOLIZE_H */

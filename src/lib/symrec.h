@@ -1,0 +1,51 @@
+/*
+ * symrec.h - what one address of a module symbolizes to: the frames of
+ * the inlined functions around it (innermost first) and of the function
+ * that contains it (last), each with a demangled name and a source
+ * file:line, looked up in libdwfl and packed into one immutable record
+ * that the symbolizer caches.
+ */
+#ifndef SW_SYMREC_H
+#define SW_SYMREC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <elfutils/libdwfl.h>
+
+#define SYMREC_MAX_FRAMES 64 /* frames one address may expand to */
+
+/* One frame of a record; strings point into the record. */
+struct symfr {
+	const char *function; /* demangled, no version suffix; may be NULL */
+	const char *file; /* absolute when the debug info allows; may be NULL */
+	int line;	  /* 0 when unknown */
+	bool inlined;	  /* inlined into the next frame */
+};
+
+/* What one address expands to, innermost first. Freed with free(). */
+struct symrec {
+	uint32_t n; /* at least 1 */
+	struct symfr fr[];
+};
+
+/*
+ * Looks up the link-time address addr of mod: the containing function is
+ * named symname (the raw symbol-table name, NULL when there is none; the
+ * DWARF name is used then), file:line comes from the line table and the
+ * inlined frames from the DWARF scopes, as eu-stack -i finds them.
+ * Returns a new record the caller frees with free(), or NULL on out of
+ * memory. Costs tens of microseconds (more on a module's first use, when
+ * its tables load): callers cache. May block on file I/O.
+ */
+struct symrec *symrec_lookup(Dwfl_Module *mod, const char *symname,
+			     uint64_t addr);
+
+/*
+ * A malloc'd copy of a symbol name without its symbol-version suffix
+ * ("@GLIBC_2.2.5", "@@GLIBC_2.3.2"), demangled when it is a C++ name;
+ * clone suffixes such as ".constprop.0" stay. NULL on out of memory.
+ */
+char *symrec_clean_name(const char *raw);
+
+#endif /* SW_SYMREC_H */

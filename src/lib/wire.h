@@ -1,0 +1,129 @@
+/*
+ * wire.h - the protocol between the agent (in the target process) and the
+ * daemon, over a unix stream socket. docs/wire-protocol.md describes it for
+ * people; this header is its definition.
+ *
+ * Every message is a 16-byte header followed by a payload:
+ *
+ *	u32 magic	"SWAT" (0x54415753 little-endian)
+ *	u16 version	WIRE_VERSION
+ *	u16 type	enum wire_type
+ *	u32 length	payload bytes, at most WIRE_MAX_PAYLOAD
+ *	u32 seq		request number, echoed by the answer
+ *
+ * Integers are little-endian; strings are a u32 length then bytes (no NUL),
+ * each capped. The daemon decodes everything defensively: a message that
+ * breaks any cap or runs past its payload is rejected whole, and the peer
+ * is disconnected. A hostile agent can spoil only its own dump.
+ */
+#ifndef SW_WIRE_H
+#define SW_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dump.h"
+
+#define WIRE_MAGIC 0x54415753u
+#define WIRE_VERSION 1
+#define WIRE_HDR_SIZE 16
+#define WIRE_MAX_PAYLOAD (64u << 20) /* 64 MiB */
+#define WIRE_MAX_STRING 4096 /* paths, command lines */
+#define WIRE_MAX_ERROR 256 /* a thread's error text */
+
+enum wire_type {
+	WIRE_HELLO = 1, /* agent -> daemon, once after connecting */
+	WIRE_DUMP_REQ = 2, /* daemon -> agent */
+	WIRE_DUMP_RESP = 3, /* agent -> daemon, same seq as the request */
+};
+
+struct wire_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;
+	uint32_t length;
+	uint32_t seq;
+};
+
+/* HELLO: what the agent says of itself (the daemon trusts only
+ * SO_PEERCRED for pid and uid; these are for display and checks). */
+struct wire_hello {
+	int32_t pid;
+	int32_t signo;
+	char comm[SW_COMM_MAX];
+	char cmdline[WIRE_MAX_STRING + 1];
+};
+
+/* DUMP_REQ. */
+struct wire_dump_req {
+	uint32_t timeout_ms; /* 1..600000 */
+	uint32_t window; /* 1..64 */
+};
+
+/* A write cursor over a growable buffer. */
+struct wire_out {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+	int err; /* first error, sticky */
+};
+
+/* A read cursor over a received payload. */
+struct wire_in {
+	const uint8_t *p;
+	size_t left;
+	int err; /* SW_EFORMAT once anything ran out or broke a cap */
+};
+
+void wire_out_init(struct wire_out *o);
+void wire_out_release(struct wire_out *o);
+
+/*
+ * Starts a message (reserves the header); wire_finish fills in the length.
+ * Returns 0 or the cursor's error.
+ */
+void wire_begin(struct wire_out *o, enum wire_type type, uint32_t seq);
+int wire_finish(struct wire_out *o);
+
+void wire_put_u32(struct wire_out *o, uint32_t v);
+void wire_put_u64(struct wire_out *o, uint64_t v);
+void wire_put_bytes(struct wire_out *o, const void *p, size_t n);
+void wire_put_str(struct wire_out *o, const char *s, size_t max);
+
+/* Parses a header. 0, or SW_EFORMAT for a bad magic, version or length. */
+int wire_parse_hdr(const uint8_t buf[WIRE_HDR_SIZE], struct wire_hdr *h);
+
+void wire_in_init(struct wire_in *in, const void *p, size_t len);
+uint32_t wire_get_u32(struct wire_in *in);
+uint64_t wire_get_u64(struct wire_in *in);
+/* Copies a string of at most max bytes into dst (max + 1 bytes). */
+void wire_get_str(struct wire_in *in, char *dst, size_t max);
+/* A malloc'd copy of a string of at most max bytes; NULL on error. */
+char *wire_get_strdup(struct wire_in *in, size_t max);
+
+/* Message bodies. Encoders append to o; decoders return 0 or SW_EFORMAT
+ * (-ENOMEM on allocation failure) and leave nothing allocated on error. */
+int wire_encode_hello(struct wire_out *o, uint32_t seq,
+		      const struct wire_hello *h);
+int wire_decode_hello(const void *p, size_t len, struct wire_hello *h);
+int wire_encode_dump_req(struct wire_out *o, uint32_t seq,
+			 const struct wire_dump_req *r);
+int wire_decode_dump_req(const void *p, size_t len, struct wire_dump_req *r);
+
+/*
+ * DUMP_RESP: a status (0, or a negative error code from the collector,
+ * when there is no dump) then the raw dump: process fields, threads (tid,
+ * name, state, status, error, flags, CPU times, capture time, ips) and
+ * modules (path, bias, range, build-id). No symbols.
+ */
+int wire_encode_dump_resp(struct wire_out *o, uint32_t seq, int status,
+			  const struct sw_dump *d);
+/*
+ * Decodes a DUMP_RESP. On success *status is the agent's status and, when
+ * it is 0, *out a raw dump the caller frees with sw_dump_free().
+ */
+int wire_decode_dump_resp(const void *p, size_t len, int *status,
+			  struct sw_dump **out);
+
+#endif /* SW_WIRE_H */

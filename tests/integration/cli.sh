@@ -1,0 +1,245 @@
+#!/bin/sh
+# cli.sh - the stackwatch CLI on its own, with no daemon running: the
+# exit statuses of the contract (2 for usage errors, 3 when the daemon
+# cannot be reached), --version and --help, and "run", which must exec
+# the command in place (same pid) with the agent first in LD_PRELOAD.
+#
+# Usage: BUILD=build sh tests/integration/cli.sh  (tests/run.sh sets BUILD)
+# Prints one "ok - ..." or "not ok - ..." line per check.
+# The single-quoted $ in sh -c scripts below is meant for the inner shell.
+# shellcheck disable=SC2016
+set -u
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$root/build}
+sw=$BUILD/stackwatch
+agent=libstackwatch-agent.so
+failed=0
+
+ok() {
+	echo "ok - $*"
+}
+
+nok() {
+	echo "not ok - $*"
+	failed=$((failed + 1))
+}
+
+if [ ! -x "$sw" ]; then
+	nok "$sw is built"
+	exit 1
+fi
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+
+# Nothing from the caller's environment may steer the CLI.
+unset LD_PRELOAD STACKWATCH_URL STACKWATCH_SOCKET STACKWATCH_TOKEN
+# Under "make asan" the agent carries the ASan runtime, which refuses to
+# load into an uninstrumented command unless told otherwise.
+ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
+export ASAN_OPTIONS
+
+# sw ARGS... - runs the CLI: status in $rc, output in $tmp/out, $tmp/err.
+sw() {
+	"$sw" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+	rc=$?
+}
+
+# usage_error DESC ARGS... - the CLI must exit 2, explaining on stderr.
+usage_error() {
+	desc=$1
+	shift
+	sw "$@"
+	if [ "$rc" -eq 2 ] && [ -s "$tmp/err" ] && [ ! -s "$tmp/out" ] &&
+		grep -q '^usage: stackwatch' "$tmp/err"; then
+		ok "usage error exits 2: $desc"
+	else
+		nok "usage error exits 2: $desc (status $rc)"
+	fi
+}
+
+# --version and --help
+want=$(sed -n 's/^#define SW_VERSION "\(.*\)"$/\1/p' "$root/include/stackwatch.h")
+sw --version
+if [ "$rc" -eq 0 ] && [ "$(cat "$tmp/out")" = "stackwatch $want" ] &&
+	[ ! -s "$tmp/err" ]; then
+	ok "--version prints 'stackwatch $want'"
+else
+	nok "--version prints 'stackwatch $want' (status $rc: $(cat "$tmp/out"))"
+fi
+sw --help
+if [ "$rc" -eq 0 ] && grep -q '^usage: stackwatch' "$tmp/out" &&
+	grep -q 'dump' "$tmp/out" && [ ! -s "$tmp/err" ]; then
+	ok "--help prints the usage to stdout and exits 0"
+else
+	nok "--help prints the usage to stdout and exits 0 (status $rc)"
+fi
+
+# Usage errors
+usage_error "no command"
+usage_error "unknown command" frobnicate
+usage_error "unknown global option" --frob targets
+usage_error "--url without a value" --url
+usage_error "a URL that is not http://" --url ftp://127.0.0.1 targets
+usage_error "a URL with a bad port" --url=http://127.0.0.1:99999 targets
+usage_error "targets takes no argument" targets 1
+usage_error "dump: a PID that is not a number" dump abc
+usage_error "dump: PID 0" dump 0
+usage_error "dump: a negative PID" dump -5
+usage_error "dump: two PIDs" dump 1 2
+usage_error "dump: an unknown format" dump --format xml 1
+usage_error "dump: --format without a value" dump --format
+usage_error "dump: an unknown option" dump --frob
+usage_error "run: no command" run
+usage_error "run: only --" run --
+usage_error "run: an unknown option" run --frob -- true
+
+# The daemon cannot be reached: exit 3 (the checks above never got as far
+# as connecting; these do, to a port where nothing listens).
+sw --url http://127.0.0.1:1 targets
+if [ "$rc" -eq 3 ] &&
+	grep -q '^stackwatch: cannot reach the daemon at http://127.0.0.1:1: ' \
+		"$tmp/err"; then
+	ok "targets with no daemon exits 3"
+else
+	nok "targets with no daemon exits 3 (status $rc: $(cat "$tmp/err"))"
+fi
+sw --url=http://127.0.0.1:1 dump --format json 1
+if [ "$rc" -eq 3 ]; then
+	ok "dump with no daemon exits 3 (--url=URL)"
+else
+	nok "dump with no daemon exits 3 (--url=URL) (status $rc)"
+fi
+rc=0
+STACKWATCH_URL=http://127.0.0.1:1 "$sw" dump >"$tmp/out" 2>"$tmp/err" || rc=$?
+if [ "$rc" -eq 3 ] && grep -q 'http://127.0.0.1:1' "$tmp/err"; then
+	ok "\$STACKWATCH_URL is the default URL"
+else
+	nok "\$STACKWATCH_URL is the default URL (status $rc)"
+fi
+
+# run: the command cannot be executed
+sw run -- /nonexistent/stackwatch-test-cmd
+if [ "$rc" -eq 127 ] && [ "$(cat "$tmp/err")" = \
+	"stackwatch: /nonexistent/stackwatch-test-cmd: No such file or directory" ]; then
+	ok "run: a missing command exits 127"
+else
+	nok "run: a missing command exits 127 (status $rc: $(cat "$tmp/err"))"
+fi
+sw run -- stackwatch-test-no-such-command-in-path
+if [ "$rc" -eq 127 ]; then
+	ok "run: a command not in PATH exits 127"
+else
+	nok "run: a command not in PATH exits 127 (status $rc)"
+fi
+printf 'echo hi\n' >"$tmp/noexec"
+chmod 644 "$tmp/noexec"
+sw run -- "$tmp/noexec"
+if [ "$rc" -eq 126 ] && grep -q "^stackwatch: $tmp/noexec: " "$tmp/err"; then
+	ok "run: a command that is not executable exits 126"
+else
+	nok "run: a command that is not executable exits 126 (status $rc)"
+fi
+
+# run: the agent goes first in LD_PRELOAD, by its absolute path
+out=$("$sw" run -- sh -c 'echo "$LD_PRELOAD"' 2>"$tmp/err")
+rc=$?
+case $out in
+/*/$agent)
+	if [ "$rc" -eq 0 ] && [ -f "$out" ]; then
+		ok "run: LD_PRELOAD is the agent's absolute path ($out)"
+	else
+		nok "run: LD_PRELOAD is the agent's absolute path ($out, status $rc)"
+	fi
+	;;
+*) nok "run: LD_PRELOAD is the agent's absolute path (got '$out', status $rc)" ;;
+esac
+agent_path=$out
+
+out=$(LD_PRELOAD="/nonexistent/libone.so /nonexistent/libtwo.so" \
+	"$sw" run -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
+if [ "$out" = "$agent_path:/nonexistent/libone.so /nonexistent/libtwo.so" ]; then
+	ok "run: existing LD_PRELOAD entries are kept after the agent"
+else
+	nok "run: existing LD_PRELOAD entries are kept after the agent (got '$out')"
+fi
+out=$(LD_PRELOAD=$agent_path "$sw" run -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
+if [ "$out" = "$agent_path" ]; then
+	ok "run: the agent is not preloaded twice"
+else
+	nok "run: the agent is not preloaded twice (got '$out')"
+fi
+
+# run: same pid, arguments and exit status passed through
+out=$(sh -c 'echo $$; exec "$1" run -- sh -c "echo \$\$"' sh "$sw" 2>"$tmp/err")
+first=$(echo "$out" | sed -n 1p)
+second=$(echo "$out" | sed -n 2p)
+if [ -n "$first" ] && [ "$first" = "$second" ]; then
+	ok "run: the command keeps the pid ($first)"
+else
+	nok "run: the command keeps the pid (got '$first' and '$second')"
+fi
+out=$("$sw" run -- sh -c 'printf "%s|" "$@"' zero "a b" "" '$x' -- 2>/dev/null)
+if [ "$out" = 'a b||$x|--|' ]; then
+	ok "run: arguments reach the command unchanged"
+else
+	nok "run: arguments reach the command unchanged (got '$out')"
+fi
+sw run sh -c 'exit 7'
+if [ "$rc" -eq 7 ]; then
+	ok "run: the command's exit status is ours (no -- needed)"
+else
+	nok "run: the command's exit status is ours (status $rc)"
+fi
+
+# run --socket: STACKWATCH_SOCKET, made absolute
+out=$("$sw" run --socket /tmp/sw-test.sock -- sh -c 'echo "$STACKWATCH_SOCKET"' \
+	2>/dev/null)
+if [ "$out" = /tmp/sw-test.sock ]; then
+	ok "run --socket sets STACKWATCH_SOCKET"
+else
+	nok "run --socket sets STACKWATCH_SOCKET (got '$out')"
+fi
+out=$(cd "$tmp" && "$sw" run --socket=rel.sock -- sh -c 'echo "$STACKWATCH_SOCKET"' \
+	2>/dev/null)
+if [ "$out" = "$(cd "$tmp" && pwd -P)/rel.sock" ] || [ "$out" = "$tmp/rel.sock" ]; then
+	ok "run --socket=PATH makes a relative path absolute"
+else
+	nok "run --socket=PATH makes a relative path absolute (got '$out')"
+fi
+
+# run: where the agent is looked for
+mkdir -p "$tmp/flat" "$tmp/inst/bin" "$tmp/inst/lib/stackwatch" "$tmp/alone"
+cp "$sw" "$tmp/flat/stackwatch"
+cp "$agent_path" "$tmp/flat/$agent"
+cp "$sw" "$tmp/inst/bin/stackwatch"
+cp "$agent_path" "$tmp/inst/lib/stackwatch/$agent"
+cp "$sw" "$tmp/alone/stackwatch"
+real=$(cd "$tmp" && pwd -P)
+out=$("$tmp/flat/stackwatch" run -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
+if [ "$out" = "$real/flat/$agent" ]; then
+	ok "run: finds the agent next to the executable"
+else
+	nok "run: finds the agent next to the executable (got '$out')"
+fi
+out=$("$tmp/inst/bin/stackwatch" run -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
+if [ "$out" = "$real/inst/lib/stackwatch/$agent" ]; then
+	ok "run: finds the agent in ../lib/stackwatch (installed layout)"
+else
+	nok "run: finds the agent in ../lib/stackwatch (installed layout) (got '$out')"
+fi
+rc=0
+out=$("$tmp/alone/stackwatch" run -- sh -c 'echo "$LD_PRELOAD"' 2>"$tmp/err") ||
+	rc=$?
+if [ "$rc" -eq 1 ] && [ -z "$out" ] &&
+	grep -q "^stackwatch: cannot find the agent $agent" "$tmp/err"; then
+	ok "run: no agent anywhere exits 1 and says so"
+elif [ "$rc" -eq 0 ] && case $out in /*/$agent) true ;; *) false ;; esac; then
+	ok "run: no agent next to it: the compiled-in SW_AGENT_PATH ($out)"
+else
+	nok "run: no agent anywhere exits 1 and says so (status $rc: $(cat "$tmp/err"))"
+fi
+
+[ "$failed" -eq 0 ]

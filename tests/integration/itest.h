@@ -1,0 +1,301 @@
+/*
+ * itest.h - helpers of the integration tests: the real daemon on
+ * 127.0.0.1:0 with a private agent socket, real programs under the real
+ * agent, real HTTP (the CLI's client). Header-only, like tap.h.
+ */
+#ifndef SW_ITEST_H
+#define SW_ITEST_H
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../src/cli/http_client.h"
+
+struct itest_daemon {
+	pid_t pid;
+	int port;
+	char dir[64]; /* private temp dir: socket, log */
+	char sock[128];
+	char log[128];
+	char url[64];
+};
+
+static inline const char *itest_build(void)
+{
+	const char *b = getenv("BUILD");
+
+	return b && *b ? b : "build";
+}
+
+static inline void itest_sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+static inline long itest_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Reads the daemon's log for "listening on http://127.0.0.1:PORT". */
+static inline int itest_find_port(const char *log)
+{
+	char line[512];
+	int port = 0;
+	FILE *f = fopen(log, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "listening on http://127.0.0.1:%d", &port) == 1)
+			break;
+	fclose(f);
+	return port;
+}
+
+/*
+ * Starts build/stackwatchd on 127.0.0.1:0 with its agent socket in a fresh
+ * temp dir, plus extra arguments (NULL-terminated), and waits for its
+ * "listening on" line. Returns 0 or -1.
+ */
+static inline int itest_daemon_start_args(struct itest_daemon *d,
+					  const char *const *extra)
+{
+	char bin[256];
+	const char *argv[32];
+	int n = 0;
+
+	memset(d, 0, sizeof(*d));
+	snprintf(d->dir, sizeof(d->dir), "/tmp/sw-itest-XXXXXX");
+	if (!mkdtemp(d->dir))
+		return -1;
+	snprintf(d->sock, sizeof(d->sock), "%s/agent.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
+	snprintf(bin, sizeof(bin), "%s/stackwatchd", itest_build());
+	argv[n++] = bin;
+	argv[n++] = "--listen";
+	argv[n++] = "127.0.0.1:0";
+	argv[n++] = "--agent-socket";
+	argv[n++] = d->sock;
+	argv[n++] = "--config";
+	argv[n++] = "/dev/null";
+	for (; extra && *extra && n < 30; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	d->pid = fork();
+	if (d->pid < 0)
+		return -1;
+	if (d->pid == 0) {
+		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 2);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	for (long end = itest_now_ms() + 20000; itest_now_ms() < end;) {
+		d->port = itest_find_port(d->log);
+		if (d->port > 0)
+			break;
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return -1;
+		}
+		itest_sleep_ms(10);
+	}
+	if (d->port <= 0)
+		return -1;
+	snprintf(d->url, sizeof(d->url), "http://127.0.0.1:%d", d->port);
+	return 0;
+}
+
+static inline int itest_daemon_start(struct itest_daemon *d)
+{
+	static const char *const none[] = { "--sample-interval", "0", NULL };
+
+	return itest_daemon_start_args(d, none);
+}
+
+/*
+ * Stops the daemon with SIGTERM and returns its exit status (or -1 when it
+ * died of a signal or did not stop within 15 s, then killed).
+ */
+static inline int itest_daemon_stop(struct itest_daemon *d)
+{
+	int st = 0;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (long end = itest_now_ms() + 15000; itest_now_ms() < end;) {
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		}
+		itest_sleep_ms(10);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+	return -1;
+}
+
+/* Removes the temp dir (after the daemon stopped). */
+static inline void itest_daemon_cleanup(struct itest_daemon *d)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), "%s/daemon.log", d->dir);
+	unlink(path);
+	unlink(d->sock);
+	rmdir(d->dir);
+}
+
+/*
+ * Forks and execs argv with the agent preloaded and pointed at d's socket.
+ * The child's stdout goes to *out_fd (a pipe) when out_fd is not NULL.
+ */
+static inline pid_t itest_spawn(const struct itest_daemon *d,
+				char *const argv[], int *out_fd)
+{
+	char agent[256];
+	int p[2] = { -1, -1 };
+	pid_t pid;
+
+	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
+		 itest_build());
+	if (out_fd && pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		if (out_fd) {
+			dup2(p[1], 1);
+			close(p[0]);
+			close(p[1]);
+		}
+		setenv("LD_PRELOAD", agent, 1);
+		setenv("STACKWATCH_SOCKET", d->sock, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (out_fd) {
+		close(p[1]);
+		*out_fd = p[0];
+	}
+	return pid;
+}
+
+/* Reads lines from fd until one equals want; false at EOF. */
+static inline bool itest_wait_line(int fd, const char *want)
+{
+	char line[256];
+	size_t n = 0;
+	char c;
+
+	while (read(fd, &c, 1) == 1) {
+		if (c != '\n') {
+			if (n < sizeof(line) - 1)
+				line[n++] = c;
+			continue;
+		}
+		line[n] = '\0';
+		n = 0;
+		if (strcmp(line, want) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* GET target from the daemon; 0 with r filled, or the client's error. */
+static inline int itest_get(const struct itest_daemon *d, const char *target,
+			    struct http_response *r)
+{
+	struct http_url u;
+	struct http_opts o;
+
+	if (http_parse_url(d->url, &u, NULL, 0) < 0)
+		return -EINVAL;
+	http_opts_init(&o);
+	return http_get(&u, target, &o, r);
+}
+
+/* GET and parse JSON; NULL when anything fails. *status gets the code. */
+static inline cJSON *itest_get_json(const struct itest_daemon *d,
+				    const char *target, int *status)
+{
+	struct http_response r;
+	cJSON *j;
+
+	memset(&r, 0, sizeof(r));
+	*status = 0;
+	if (itest_get(d, target, &r) < 0)
+		return NULL;
+	*status = r.status;
+	j = cJSON_Parse(r.body);
+	http_response_release(&r);
+	return j;
+}
+
+/* True when pid is in /api/v1/targets. */
+static inline bool itest_registered(const struct itest_daemon *d, pid_t pid)
+{
+	int status;
+	cJSON *j = itest_get_json(d, "/api/v1/targets", &status), *t;
+	bool found = false;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "targets"))
+	{
+		cJSON *p = cJSON_GetObjectItem(t, "pid");
+
+		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid)
+			found = true;
+	}
+	cJSON_Delete(j);
+	return found;
+}
+
+/* Waits until pid registered (true) or ms passed (false). */
+static inline bool itest_wait_registered(const struct itest_daemon *d,
+					 pid_t pid, long ms)
+{
+	for (long end = itest_now_ms() + ms; itest_now_ms() < end;) {
+		if (itest_registered(d, pid))
+			return true;
+		itest_sleep_ms(20);
+	}
+	return false;
+}
+
+/* Kills and reaps a child. */
+static inline void itest_kill(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* True while pid is alive (and not a zombie we could reap). */
+static inline bool itest_alive(pid_t pid)
+{
+	int st;
+
+	return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+#endif /* SW_ITEST_H */

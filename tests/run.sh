@@ -1,0 +1,100 @@
+#!/bin/sh
+# run.sh - runs every test program and prints one verdict.
+#
+# Usage: sh tests/run.sh BUILDDIR
+#
+# Runs each executable in BUILDDIR/tests/ (sorted by name), then each
+# tests/integration/*.sh script (with sh), one at a time, each under a
+# 300 s timeout, with BUILD set to BUILDDIR (made absolute). A test prints
+# one line per check, "ok - ..." or "not ok - ..."; the whole output (stdout
+# and stderr) goes to BUILDDIR/test-logs/NAME.log. A program that exits
+# non-zero (crash, timeout, sanitizer exit) or prints a sanitizer summary
+# without having printed a "not ok" line counts as one more failure named
+# after it, and so does a program that printed no result at all.
+#
+# Prints every failing line, one summary line per program, and ends with
+# the line "N passed, N failed". Exit status 0 only when nothing failed.
+set -u
+
+if [ $# -ne 1 ]; then
+	echo "usage: sh tests/run.sh BUILDDIR" >&2
+	exit 2
+fi
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+case "$1" in
+/*) build=$1 ;;
+*) build=$(pwd)/$1 ;;
+esac
+if [ ! -d "$build" ]; then
+	echo "run.sh: no build directory '$1'" >&2
+	exit 2
+fi
+build=$(cd "$build" && pwd)
+BUILD=$build
+export BUILD
+# Sanitized builds: make undefined behaviour fail the program, with a stack.
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export UBSAN_OPTIONS
+
+logs=$build/test-logs
+mkdir -p "$logs"
+cd "$root" || exit 2
+
+per_test_timeout=${SW_TEST_TIMEOUT:-300}
+total_pass=0
+total_fail=0
+summary=""
+
+# run_one NAME CMD... - runs one test program and adds up its results.
+run_one() {
+	name=$1
+	shift
+	log=$logs/$name.log
+	timeout -k 10 "$per_test_timeout" "$@" >"$log" 2>&1 </dev/null
+	status=$?
+	pass=$(grep -c '^ok\b' "$log")
+	fail=$(grep -c '^not ok\b' "$log")
+	extra=""
+	if [ "$fail" -eq 0 ]; then
+		if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+			extra="timed out after ${per_test_timeout} s"
+		elif [ "$status" -gt 128 ]; then
+			extra="killed by signal $((status - 128))"
+		elif [ "$status" -ne 0 ]; then
+			extra="exited with status $status"
+		elif grep -q '^SUMMARY: [A-Za-z]*Sanitizer' "$log"; then
+			extra="sanitizer report"
+		elif [ "$pass" -eq 0 ]; then
+			extra="printed no result"
+		fi
+	fi
+	grep '^not ok\b' "$log" | sed "s|^|$name: |"
+	if [ -n "$extra" ]; then
+		echo "$name: not ok - $extra (see $log)"
+		fail=$((fail + 1))
+	fi
+	if [ "$fail" -eq 0 ]; then
+		line="PASS $name: $pass passed"
+	else
+		line="FAIL $name: $pass passed, $fail failed (exit $status)"
+	fi
+	summary="$summary$line
+"
+	total_pass=$((total_pass + pass))
+	total_fail=$((total_fail + fail))
+}
+
+for t in "$build"/tests/*; do
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	run_one "$(basename "$t")" "$t"
+done
+
+for s in "$root"/tests/integration/*.sh; do
+	[ -f "$s" ] || continue
+	run_one "integration-$(basename "$s" .sh)" sh "$s"
+done
+
+printf '%s' "$summary"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,614 @@
+/*
+ * test_render.c - the grouper (src/lib/group.c) and the renderers
+ * (render_json.c, render_text.c, render_folded.c, render.c) on dumps built
+ * by hand: which threads group together, the order of groups, the JSON
+ * schema of INTERFACE.md key by key, and the whole text and folded output
+ * against golden strings.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "dump.h"
+#include "group.h"
+#include "render.h"
+#include "stackwatch.h"
+#include "tap.h"
+
+#define EXE_BIAS 0x55d0c0c69000ULL
+#define LIBC_BIAS 0x7f3e8c2b0000ULL
+
+/* One frame as written in a test: strings are copied into the dump. */
+struct fspec {
+	uint64_t ip;
+	int module;
+	const char *function;
+	const char *file;
+	int line;
+	bool inlined;
+};
+
+static const char libc[] = "/lib/x86_64-linux-gnu/libc.so.6";
+static const char exe[] = "/usr/bin/myserver";
+
+static const struct fspec worker_a[] = {
+	{ 0x7f3e8c2d8df2, 1, "__futex_abstimed_wait_common", NULL, 0, false },
+	{ 0x55d0c0c6a6db, 0, "worker_wait", "/src/worker.c", 40, false },
+	{ 0x55d0c0c6a7a0, 0, "worker_main", "/src/worker.c", 60, false },
+	{ 0x7f3e8c2dbfd4, 1, "start_thread", NULL, 0, false },
+};
+
+/* Same lines as worker_a, other offsets within worker_wait's line. */
+static const struct fspec worker_b[] = {
+	{ 0x7f3e8c2d8df2, 1, "__futex_abstimed_wait_common", NULL, 0, false },
+	{ 0x55d0c0c6a6e0, 0, "worker_wait", "/src/worker.c", 40, false },
+	{ 0x55d0c0c6a7a0, 0, "worker_main", "/src/worker.c", 60, false },
+	{ 0x7f3e8c2dbfd4, 1, "start_thread", NULL, 0, false },
+};
+
+/* Another line of worker_wait. */
+static const struct fspec worker_c[] = {
+	{ 0x7f3e8c2d8df2, 1, "__futex_abstimed_wait_common", NULL, 0, false },
+	{ 0x55d0c0c6a6f0, 0, "worker_wait", "/src/worker.c", 41, false },
+	{ 0x55d0c0c6a7a0, 0, "worker_main", "/src/worker.c", 60, false },
+	{ 0x7f3e8c2dbfd4, 1, "start_thread", NULL, 0, false },
+};
+
+static const struct fspec spin_inlined[] = {
+	{ 0x55d0c0c6a900, 0, "spin_once", "/src/spin.c", 10, true },
+	{ 0x55d0c0c6a900, 0, "spin_loop", "/src/spin.c", 20, false },
+};
+
+static const struct fspec spin_plain[] = {
+	{ 0x55d0c0c6a900, 0, "spin_loop", "/src/spin.c", 20, false },
+};
+
+static const struct fspec loader[] = {
+	{ 0x7f3e8c2d0000, 1, "[in dynamic loader]", NULL, 0, false },
+};
+
+static const struct fspec raw[] = {
+	{ 0x1234, -1, NULL, NULL, 0, false },
+	{ 0x55d0c0c6b000, 0, NULL, NULL, 0, false },
+};
+
+static void set_frames(struct sw_dump *d, struct sw_thread *t,
+		       const struct fspec *fs, size_t n)
+{
+	t->frames = calloc(n, sizeof(*t->frames));
+	t->nframes = n;
+	for (size_t i = 0; i < n; i++) {
+		struct sw_frame *f = &t->frames[i];
+
+		f->ip = fs[i].ip;
+		f->module = fs[i].module;
+		f->offset = fs[i].module < 0
+				    ? fs[i].ip
+				    : fs[i].ip - d->modules[fs[i].module].bias;
+		f->function = fs[i].function ? strdup(fs[i].function) : NULL;
+		f->file = fs[i].file ? strdup(fs[i].file) : NULL;
+		f->line = fs[i].line;
+		f->inlined = fs[i].inlined;
+	}
+}
+
+static struct sw_thread *add_thread(struct sw_dump *d, pid_t tid,
+				    const char *name, char state)
+{
+	struct sw_thread *t;
+
+	d->threads = realloc(d->threads, (d->nthreads + 1) * sizeof(*t));
+	t = &d->threads[d->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->state = state;
+	t->group = -1;
+	t->unchanged_s = -1;
+	return t;
+}
+
+static void add_module(struct sw_dump *d, const char *path, uint64_t bias)
+{
+	struct sw_module *m;
+
+	d->modules = realloc(d->modules, (d->nmodules + 1) * sizeof(*m));
+	m = &d->modules[d->nmodules++];
+	memset(m, 0, sizeof(*m));
+	m->path = strdup(path);
+	m->bias = bias;
+	m->start = bias;
+	m->end = bias + 0x100000;
+}
+
+#define SET(d, t, fs) set_frames(d, t, fs, sizeof(fs) / sizeof(fs[0]))
+
+/* The process of INTERFACE.md's examples, threads deliberately unsorted. */
+static struct sw_dump *make_dump(void)
+{
+	struct sw_dump *d = dump_new();
+	struct sw_thread *t;
+
+	d->pid = 4242;
+	snprintf(d->comm, sizeof(d->comm), "myserver");
+	d->cmdline = strdup("./myserver --port 80");
+	d->collected_at.tv_sec = 1796005800; /* 2026-11-30T02:30:00Z */
+	d->collected_at.tv_nsec = 123456789;
+	d->elapsed_us = 812;
+	d->skew_us = 640;
+	d->timeout_ms = 1000;
+	d->symbolized = true;
+	add_module(d, exe, EXE_BIAS);
+	add_module(d, libc, LIBC_BIAS);
+
+	t = add_thread(d, 4251, "helper", 'S');
+	dump_thread_set_error(t, SW_ST_TIMEOUT, "no answer within 1000 ms");
+	t = add_thread(d, 4245, "worker-3", 'S');
+	SET(d, t, worker_a);
+	t = add_thread(d, 4243, "worker-1", 'S');
+	SET(d, t, worker_a);
+	t->utime_ms = 3;
+	t->stime_ms = 1;
+	t->unchanged_s = 12.5;
+	t = add_thread(d, 4244, "worker-2", 'S');
+	SET(d, t, worker_b);
+	t = add_thread(d, 4246, "worker-4", 'S');
+	SET(d, t, worker_c);
+	t = add_thread(d, 4248, "spinner-2", 'R');
+	SET(d, t, spin_plain);
+	t = add_thread(d, 4247, "spinner-1", 'R');
+	SET(d, t, spin_inlined);
+	t = add_thread(d, 4250, "io-worker", 'S');
+	dump_thread_set_error(t, SW_ST_BLOCKED,
+			      "the thread blocks the dump signal");
+	t = add_thread(d, 4249, "raw", 'S');
+	SET(d, t, raw);
+	return d;
+}
+
+static const struct sw_thread *thread_of(const struct sw_dump *d, pid_t tid)
+{
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].tid == tid)
+			return &d->threads[i];
+	return NULL;
+}
+
+/* ----------------------------------------------------------- grouping */
+
+static void test_grouping(struct sw_dump *d)
+{
+	static const pid_t first[] = { 4243, 4244, 4245 };
+	static const pid_t singles[] = { 4246, 4247, 4248, 4249 };
+	bool ok = true;
+
+	TAP_OK(group_dump(d) == 0, "group_dump succeeds");
+	TAP_OK(d->ngroups == 5, "five groups (got %zu)", d->ngroups);
+	if (d->ngroups != 5)
+		return;
+	TAP_OK(d->groups[0].count == 3 &&
+		       !memcmp(d->groups[0].tids, first, sizeof(first)),
+	       "offsets within one line do not split; tids ascending");
+	for (size_t i = 0; i < 4; i++)
+		ok = ok && d->groups[i + 1].count == 1 &&
+		     d->groups[i + 1].tids[0] == singles[i];
+	TAP_OK(ok, "another line splits, inlined frames count, ties by tid");
+	TAP_OK(d->threads[d->groups[0].rep].tid == 4243,
+	       "a group's frames are those of its lowest tid");
+	TAP_OK(thread_of(d, 4250)->group == -1 &&
+		       thread_of(d, 4251)->group == -1,
+	       "threads not ok are in no group");
+	TAP_OK(thread_of(d, 4244)->group == 0 && thread_of(d, 4249)->group == 4,
+	       "threads know their group");
+	TAP_OK(group_same_stack(d, thread_of(d, 4243), d, thread_of(d, 4244)),
+	       "group_same_stack: same lines");
+	TAP_OK(!group_same_stack(d, thread_of(d, 4243), d, thread_of(d, 4246)),
+	       "group_same_stack: different line");
+	TAP_OK(!group_same_stack(d, thread_of(d, 4247), d, thread_of(d, 4248)),
+	       "group_same_stack: an inlined frame differs");
+}
+
+/* The same stack compared across dumps whose module lists differ. */
+static void test_across_dumps(void)
+{
+	struct sw_dump *a = dump_new(), *b = dump_new();
+	struct sw_thread *ta, *tb;
+
+	add_module(a, exe, EXE_BIAS);
+	add_module(a, libc, LIBC_BIAS);
+	add_module(b, libc, LIBC_BIAS);
+	add_module(b, exe, EXE_BIAS);
+	ta = add_thread(a, 1, "a", 'S');
+	SET(a, ta, worker_a);
+	tb = add_thread(b, 1, "b", 'S');
+	SET(b, tb, worker_b);
+	for (size_t i = 0; i < tb->nframes; i++)
+		tb->frames[i].module = 1 - tb->frames[i].module;
+	TAP_OK(group_same_stack(a, ta, b, tb),
+	       "same stack across dumps with other module indices");
+	free(b->modules[1].path);
+	b->modules[1].path = strdup("/usr/bin/other");
+	TAP_OK(!group_same_stack(a, ta, b, tb), "another module differs");
+	sw_dump_free(a);
+	sw_dump_free(b);
+}
+
+/* Many threads, few stacks: correct counts, and linear time. */
+static void test_many(void)
+{
+	enum { NT = 20000, NSTACKS = 200, DEPTH = 20 };
+	struct sw_dump *d = dump_new();
+	struct timespec t0, t1;
+	size_t total = 0;
+	bool ok = true;
+	double ms;
+
+	add_module(d, exe, EXE_BIAS);
+	d->threads = calloc(NT, sizeof(*d->threads));
+	d->nthreads = NT;
+	for (size_t i = 0; i < NT; i++) {
+		struct sw_thread *t = &d->threads[i];
+		char fn[32];
+
+		t->tid = (pid_t)(100000 - i);
+		t->frames = calloc(DEPTH, sizeof(*t->frames));
+		t->nframes = DEPTH;
+		for (size_t k = 0; k < DEPTH; k++) {
+			t->frames[k].module = 0;
+			t->frames[k].ip = EXE_BIAS + 0x1000 + k * 16 + i % 7;
+			t->frames[k].offset = t->frames[k].ip - EXE_BIAS;
+			snprintf(fn, sizeof(fn), "fn_%zu", k);
+			t->frames[k].function = strdup(fn);
+			t->frames[k].file = strdup("/src/many.c");
+			/* Stack i % NSTACKS differs in its innermost line. */
+			t->frames[k].line = k ? (int)k : (int)(i % NSTACKS) + 1;
+		}
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+	TAP_OK(group_dump(d) == 0, "group %d threads", NT);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+	     (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	TAP_NOTE("grouping %d threads of %d frames: %.2f ms of CPU", NT, DEPTH,
+		 ms);
+	TAP_OK(d->ngroups == NSTACKS, "%d groups (got %zu)", NSTACKS,
+	       d->ngroups);
+	for (size_t g = 0; g < d->ngroups; g++) {
+		total += d->groups[g].count;
+		ok = ok && d->groups[g].count == NT / NSTACKS;
+		for (size_t k = 1; k < d->groups[g].count; k++)
+			ok = ok &&
+			     d->groups[g].tids[k - 1] < d->groups[g].tids[k];
+		if (g)
+			ok = ok &&
+			     d->groups[g - 1].tids[0] < d->groups[g].tids[0];
+	}
+	TAP_OK(ok && total == NT, "every thread in one group, sorted");
+	TAP_OK(ms < 1000, "grouping is fast (%.2f ms)", ms);
+	sw_dump_free(d);
+}
+
+/* --------------------------------------------------------------- JSON */
+
+/* Whether o's keys are exactly keys[], in that order. */
+static bool keys_are(const cJSON *o, const char *const *keys, size_t n)
+{
+	const cJSON *c = o ? o->child : NULL;
+	size_t i = 0;
+
+	for (; c; c = c->next, i++)
+		if (i >= n || strcmp(c->string, keys[i]) != 0)
+			return false;
+	return i == n;
+}
+
+#define KEYS_ARE(o, ...)                                        \
+	keys_are(o, (const char *const[]){ __VA_ARGS__ },       \
+		 sizeof((const char *const[]){ __VA_ARGS__ }) / \
+			 sizeof(char *))
+
+static const cJSON *thread_json(const cJSON *threads, int tid)
+{
+	const cJSON *t;
+
+	cJSON_ArrayForEach(t, threads)
+	{
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(t, "tid");
+		if (cJSON_IsNumber(id) && id->valueint == tid)
+			return t;
+	}
+	return NULL;
+}
+
+static void test_json(const struct sw_dump *d)
+{
+	char *s = NULL;
+	cJSON *root, *threads, *groups, *g0, *frames;
+	const cJSON *t, *f;
+	bool ok = true;
+	int gi = 0;
+
+	TAP_OK(sw_dump_json(d, &s) == 0 && s, "sw_dump_json succeeds");
+	root = cJSON_Parse(s);
+	TAP_OK(root != NULL, "JSON parses back");
+	TAP_OK(KEYS_ARE(root, "pid", "comm", "cmdline", "collected_at",
+			"elapsed_us", "skew_us", "timeout_ms", "threads_total",
+			"threads_ok", "threads", "groups"),
+	       "process keys in INTERFACE order");
+	TAP_OK(!strcmp(cJSON_GetStringValue(
+			       cJSON_GetObjectItem(root, "collected_at")),
+		       "2026-11-30T02:30:00.123Z"),
+	       "collected_at is ISO-8601 UTC with milliseconds");
+	TAP_OK(cJSON_GetObjectItem(root, "pid")->valueint == 4242 &&
+		       cJSON_GetObjectItem(root, "threads_total")->valueint ==
+			       9 &&
+		       cJSON_GetObjectItem(root, "threads_ok")->valueint == 7 &&
+		       cJSON_GetObjectItem(root, "elapsed_us")->valueint ==
+			       812 &&
+		       cJSON_GetObjectItem(root, "skew_us")->valueint == 640 &&
+		       cJSON_GetObjectItem(root, "timeout_ms")->valueint ==
+			       1000 &&
+		       !strcmp(cJSON_GetObjectItem(root, "cmdline")
+				       ->valuestring,
+			       "./myserver --port 80"),
+	       "process values");
+	threads = cJSON_GetObjectItem(root, "threads");
+	groups = cJSON_GetObjectItem(root, "groups");
+	TAP_OK(cJSON_GetArraySize(threads) == 9 &&
+		       cJSON_GetArraySize(groups) == 5,
+	       "nine threads, five groups");
+
+	t = thread_json(threads, 4243);
+	TAP_OK(KEYS_ARE(t, "tid", "name", "state", "utime_ms", "stime_ms",
+			"status", "group", "unchanged_s"),
+	       "ok thread keys (with unchanged_s)");
+	TAP_OK(!strcmp(cJSON_GetObjectItem(t, "state")->valuestring, "S") &&
+		       !strcmp(cJSON_GetObjectItem(t, "status")->valuestring,
+			       "ok") &&
+		       cJSON_GetObjectItem(t, "utime_ms")->valueint == 3 &&
+		       cJSON_GetObjectItem(t, "group")->valueint == 0 &&
+		       cJSON_GetObjectItem(t, "unchanged_s")->valuedouble ==
+			       12.5,
+	       "ok thread values");
+	TAP_OK(KEYS_ARE(thread_json(threads, 4244), "tid", "name", "state",
+			"utime_ms", "stime_ms", "status", "group"),
+	       "unchanged_s only where known");
+	t = thread_json(threads, 4250);
+	TAP_OK(KEYS_ARE(t, "tid", "name", "state", "utime_ms", "stime_ms",
+			"status", "error", "group"),
+	       "thread not dumped has an error");
+	TAP_OK(!strcmp(cJSON_GetObjectItem(t, "status")->valuestring,
+		       "blocked-signal") &&
+		       cJSON_IsNull(cJSON_GetObjectItem(t, "group")),
+	       "blocked-signal thread with group null");
+
+	cJSON_ArrayForEach(g0, groups)
+	{
+		const cJSON *tids = cJSON_GetObjectItem(g0, "tids"), *tid;
+
+		ok = ok && KEYS_ARE(g0, "id", "count", "tids", "frames") &&
+		     cJSON_GetObjectItem(g0, "id")->valueint == gi &&
+		     cJSON_GetObjectItem(g0, "count")->valueint ==
+			     cJSON_GetArraySize(tids);
+		cJSON_ArrayForEach(tid, tids)
+		{
+			t = thread_json(threads, tid->valueint);
+			ok = ok && t &&
+			     cJSON_GetObjectItem(t, "group")->valueint == gi;
+		}
+		gi++;
+	}
+	TAP_OK(ok, "groups: keys, id = index, count = tids, members agree");
+
+	frames = cJSON_GetObjectItem(cJSON_GetArrayItem(groups, 0), "frames");
+	f = cJSON_GetArrayItem(frames, 1);
+	TAP_OK(KEYS_ARE(f, "ip", "module", "offset", "function", "file", "line",
+			"inlined"),
+	       "frame keys in INTERFACE order");
+	TAP_OK(!strcmp(cJSON_GetObjectItem(f, "ip")->valuestring,
+		       "0x55d0c0c6a6db") &&
+		       !strcmp(cJSON_GetObjectItem(f, "module")->valuestring,
+			       exe) &&
+		       !strcmp(cJSON_GetObjectItem(f, "offset")->valuestring,
+			       "0x16db") &&
+		       !strcmp(cJSON_GetObjectItem(f, "function")->valuestring,
+			       "worker_wait") &&
+		       !strcmp(cJSON_GetObjectItem(f, "file")->valuestring,
+			       "/src/worker.c") &&
+		       cJSON_GetObjectItem(f, "line")->valueint == 40 &&
+		       cJSON_IsFalse(cJSON_GetObjectItem(f, "inlined")),
+	       "frame values; the group shows its lowest tid's addresses");
+	TAP_OK(KEYS_ARE(cJSON_GetArrayItem(frames, 0), "ip", "module", "offset",
+			"function", "inlined"),
+	       "no file or line where unknown");
+	frames = cJSON_GetObjectItem(cJSON_GetArrayItem(groups, 2), "frames");
+	TAP_OK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetArrayItem(frames, 0),
+						"inlined")),
+	       "inlined frame marked");
+	frames = cJSON_GetObjectItem(cJSON_GetArrayItem(groups, 4), "frames");
+	f = cJSON_GetArrayItem(frames, 0);
+	TAP_OK(KEYS_ARE(f, "ip", "module", "offset", "inlined") &&
+		       cJSON_IsNull(cJSON_GetObjectItem(f, "module")) &&
+		       !strcmp(cJSON_GetObjectItem(f, "offset")->valuestring,
+			       "0x1234"),
+	       "unknown module: module null, offset = ip, no function");
+	cJSON_Delete(root);
+	free(s);
+}
+
+/* ------------------------------------------------------ text, folded */
+
+static const char golden_text[] =
+	"Process 4242 (myserver): 9 threads, 5 groups, collected in 0.8 ms\n"
+	"3 threads: worker-1 (4243), worker-2 (4244), worker-3 (4245)\n"
+	"#0  0x00007f3e8c2d8df2 in __futex_abstimed_wait_common () from "
+	"/lib/x86_64-linux-gnu/libc.so.6\n"
+	"#1  0x000055d0c0c6a6db in worker_wait () at worker.c:40\n"
+	"#2  0x000055d0c0c6a7a0 in worker_main () at worker.c:60\n"
+	"#3  0x00007f3e8c2dbfd4 in start_thread () from "
+	"/lib/x86_64-linux-gnu/libc.so.6\n"
+	"\n"
+	"1 thread: worker-4 (4246)\n"
+	"#0  0x00007f3e8c2d8df2 in __futex_abstimed_wait_common () from "
+	"/lib/x86_64-linux-gnu/libc.so.6\n"
+	"#1  0x000055d0c0c6a6f0 in worker_wait () at worker.c:41\n"
+	"#2  0x000055d0c0c6a7a0 in worker_main () at worker.c:60\n"
+	"#3  0x00007f3e8c2dbfd4 in start_thread () from "
+	"/lib/x86_64-linux-gnu/libc.so.6\n"
+	"\n"
+	"1 thread: spinner-1 (4247)\n"
+	"#0  0x000055d0c0c6a900 in spin_once () at spin.c:10 (inlined)\n"
+	"#1  0x000055d0c0c6a900 in spin_loop () at spin.c:20\n"
+	"\n"
+	"1 thread: spinner-2 (4248)\n"
+	"#0  0x000055d0c0c6a900 in spin_loop () at spin.c:20\n"
+	"\n"
+	"1 thread: raw (4249)\n"
+	"#0  0x0000000000001234 in ?? ()\n"
+	"#1  0x000055d0c0c6b000 in ?? () from /usr/bin/myserver\n"
+	"\n"
+	"2 threads not dumped:\n"
+	"  io-worker (4250): blocked-signal: the thread blocks the dump "
+	"signal\n"
+	"  helper (4251): timeout: no answer within 1000 ms\n";
+
+static const char golden_folded[] =
+	"myserver;start_thread;worker_main;worker_wait;"
+	"__futex_abstimed_wait_common 3\n"
+	"myserver;start_thread;worker_main;worker_wait;"
+	"__futex_abstimed_wait_common 1\n"
+	"myserver;spin_loop;spin_once 1\n"
+	"myserver;spin_loop 1\n"
+	"myserver;myserver+0x2000;0x1234 1\n";
+
+/* Prints the first differing line of two texts, for a failing golden. */
+static void show_diff(const char *want, const char *got)
+{
+	size_t i = 0, line = 1;
+
+	while (want[i] && want[i] == got[i])
+		if (want[i++] == '\n')
+			line++;
+	TAP_NOTE("first difference at line %zu: want \"%.60s\" got \"%.60s\"",
+		 line, want + i, got + i);
+}
+
+static void test_text(const struct sw_dump *d)
+{
+	char *s = NULL, *f = NULL;
+	bool same;
+
+	TAP_OK(sw_dump_text(d, &s) == 0 && s, "sw_dump_text succeeds");
+	same = s && !strcmp(s, golden_text);
+	TAP_OK(same, "text output matches the golden text");
+	if (!same && s)
+		show_diff(golden_text, s);
+	TAP_OK(sw_dump_folded(d, &f) == 0 && f, "sw_dump_folded succeeds");
+	same = f && !strcmp(f, golden_folded);
+	TAP_OK(same, "folded output matches the golden text");
+	if (!same && f)
+		show_diff(golden_folded, f);
+	free(s);
+	free(f);
+}
+
+/* A large group lists 8 names; names from the target cannot forge. */
+static void test_text_edges(void)
+{
+	struct sw_dump *d = dump_new();
+	char *s = NULL, *f = NULL, *j = NULL;
+	struct sw_thread *t;
+	cJSON *root;
+
+	snprintf(d->comm, sizeof(d->comm), "a;b\nc");
+	d->cmdline = strdup("bad \xff\xfe utf8 \xc3\xa9");
+	add_module(d, exe, EXE_BIAS);
+	add_module(d, libc, LIBC_BIAS);
+	for (int i = 1; i <= 10; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), i == 1 ? "ev\nil" : "t%d", i);
+		t = add_thread(d, i, name, 'S');
+		SET(d, t, spin_plain);
+	}
+	t = add_thread(d, 11, "loader", 'S');
+	SET(d, t, loader);
+	TAP_OK(group_dump(d) == 0 && d->ngroups == 2,
+	       "a group of ten, one of one");
+	TAP_OK(sw_dump_text(d, &s) == 0 &&
+		       strstr(s,
+			      "10 threads: ev?il (1), t2 (2), t3 (3), t4 (4), "
+			      "t5 (5), t6 (6), t7 (7), t8 (8), ...\n"),
+	       "eight names listed, control characters replaced");
+	TAP_OK(s && strstr(s, "\n1 thread: loader (11)\n"
+			      "#0  0x00007f3e8c2d0000 in [in dynamic loader] "
+			      "from /lib/x86_64-linux-gnu/libc.so.6\n"),
+	       "placeholder frame printed without ()");
+	TAP_OK(s && !strncmp(s, "Process 0 (a;b?c): 11 threads, 2 groups,", 40),
+	       "header with a sanitized comm (%.40s)", s ? s : "");
+	sw_dump_folded(d, &f);
+	TAP_OK(f && !strcmp(f, "a?b?c;spin_loop 10\n"
+			       "a?b?c;[in dynamic loader] 1\n"),
+	       "folded: ';' and newlines in names replaced");
+	TAP_OK(sw_dump_json(d, &j) == 0 && (root = cJSON_Parse(j)) != NULL,
+	       "JSON with invalid UTF-8 input still parses");
+	if (j && root) {
+		TAP_OK(!strcmp(cJSON_GetObjectItem(root, "cmdline")
+				       ->valuestring,
+			       "bad ?? utf8 \xc3\xa9"),
+		       "invalid UTF-8 replaced, valid kept");
+		cJSON_Delete(root);
+	}
+	free(s);
+	free(f);
+	free(j);
+	sw_dump_free(d);
+}
+
+static void test_empty(void)
+{
+	struct sw_dump *d = dump_new();
+	char *s = NULL;
+
+	snprintf(d->comm, sizeof(d->comm), "idle");
+	TAP_OK(group_dump(d) == 0 && d->ngroups == 0, "empty dump groups");
+	TAP_OK(sw_dump_text(d, &s) == 0 &&
+		       !strcmp(s, "Process 0 (idle): 0 threads, 0 groups, "
+				  "collected in 0.0 ms\n"),
+	       "empty dump text");
+	free(s);
+	TAP_OK(sw_dump_folded(d, &s) == 0 && !strcmp(s, ""),
+	       "empty dump folded is empty");
+	free(s);
+	TAP_OK(sw_dump_json(d, &s) == 0 && strstr(s, "\"threads\":[]") &&
+		       strstr(s, "\"groups\":[]") &&
+		       strstr(s, "\"cmdline\":\"\""),
+	       "empty dump JSON");
+	free(s);
+	TAP_OK(sw_dump_json(NULL, &s) == -EINVAL && !s, "NULL dump rejected");
+	sw_dump_free(d);
+}
+
+int main(void)
+{
+	struct sw_dump *d = make_dump();
+
+	test_grouping(d);
+	test_json(d);
+	test_text(d);
+	TAP_OK(group_dump(d) == 0 && d->ngroups == 5,
+	       "grouping again gives the same groups");
+	sw_dump_free(d);
+	test_across_dumps();
+	test_many();
+	test_text_edges();
+	test_empty();
+	return tap_done();
+}
