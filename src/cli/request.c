@@ -5,8 +5,10 @@
  * for a bad URL, 3 when the daemon cannot be reached).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cjson/cJSON.h>
 
@@ -15,22 +17,60 @@
 #include "stackwatch.h"
 
 /*
+ * Copies the reason out of a plain-text error body, whose first line is
+ * "error: <reason>" for the text and folded formats, into out (size
+ * bytes). False when the body does not look like one (empty, binary,
+ * HTML from a proxy).
+ */
+static bool text_reason(const struct http_response *resp, char *out,
+			size_t size)
+{
+	const char *p = resp->body;
+	size_t n = resp->body_len;
+	const char *eol;
+
+	if (n > 1024 || !n || memchr(p, '\0', n) || p[0] == '<')
+		return false;
+	eol = memchr(p, '\n', n);
+	if (eol)
+		n = (size_t)(eol - p);
+	if (n > 7 && strncmp(p, "error: ", 7) == 0) {
+		p += 7;
+		n -= 7;
+	}
+	while (n && (p[n - 1] == '\r' || p[n - 1] == ' '))
+		n--;
+	if (!n || n >= size)
+		return false;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return true;
+}
+
+/*
  * Prints the daemon's error answer: the "error" string of its JSON body
- * ({"error": "...", "status": N}), else the status line.
+ * ({"error": "...", "status": N}), else the first line of a text body,
+ * else the status line.
  */
 static void report_error_answer(const struct cli *cli,
 				const struct http_response *resp)
 {
 	const cJSON *err = NULL;
+	char line[1024];
 	cJSON *root;
 
 	root = cJSON_ParseWithLength(resp->body, resp->body_len);
 	if (root)
 		err = cJSON_GetObjectItemCaseSensitive(root, "error");
 	fflush(stdout);
-	if (cJSON_IsString(err) && err->valuestring[0]) {
+	if (err && cJSON_IsString(err) && err->valuestring[0]) {
 		fputs("stackwatch: ", stderr);
 		cli_put_safe(stderr, err->valuestring);
+		fputc('\n', stderr);
+	} else if (resp->status >= 400 &&
+		   text_reason(resp, line, sizeof(line))) {
+		fputs("stackwatch: ", stderr);
+		cli_put_safe(stderr, line);
 		fputc('\n', stderr);
 	} else if (resp->status >= 400) {
 		cli_error("the daemon at %s answered %d %s", cli->url,

@@ -46,6 +46,9 @@ struct run {
 	uint64_t gen[HANDLER_SLOTS];
 	bool usable[HANDLER_SLOTS]; /* false: quarantined */
 	bool *settled; /* per thread: has its final status */
+	size_t *recheck; /* threads seen blocking the signal once */
+	size_t nrecheck;
+	size_t rechecked; /* how many of them were started again */
 	size_t window;
 };
 
@@ -190,11 +193,13 @@ static int send_signal(struct run *r, pid_t tid, int s, uint64_t gen)
 }
 
 /*
- * Reads thread i's /proc entries and signals it through a free slot.
+ * Reads thread i's /proc entries and signals it through a free slot. A
+ * thread that blocks the signal is put aside for one recheck unless this
+ * is the recheck.
  * Returns 1 when the thread is settled (signalled, or given a final
  * status), 0 when it must wait for a slot or for the signal queue to drain.
  */
-static int start_thread(struct run *r, size_t i)
+static int start_thread(struct run *r, size_t i, bool recheck)
 {
 	struct sw_thread *t = &r->d->threads[i];
 	struct procfs_task pt;
@@ -215,6 +220,15 @@ static int start_thread(struct run *r, size_t i)
 	}
 	fill_task(r, t, &pt);
 	if (sigblk & (1ull << (r->signo - 1))) {
+		/*
+		 * A thread still returning from the handler of the previous
+		 * dump shows the signal blocked for a moment: look once
+		 * more after the others before calling it blocked.
+		 */
+		if (!recheck) {
+			r->recheck[r->nrecheck++] = i;
+			return 1;
+		}
 		dump_thread_set_error(t, SW_ST_BLOCKED,
 				      "the thread blocks the dump signal");
 		return 1;
@@ -294,6 +308,8 @@ static void finish_at_deadline(struct run *r)
 			time_out(r, t, why);
 		}
 	}
+	for (; r->rechecked < r->nrecheck; r->rechecked++)
+		time_out(r, &r->d->threads[r->recheck[r->rechecked]], why);
 	for (; r->next < r->d->nthreads; r->next++) {
 		struct sw_thread *t = &r->d->threads[r->next];
 		struct procfs_task pt;
@@ -306,6 +322,34 @@ static void finish_at_deadline(struct run *r)
 	}
 }
 
+/*
+ * Starts threads through the window: first every thread in order, then
+ * the ones put aside for a recheck. Returns when the window is full, the
+ * deadline passed or no thread is left to start.
+ */
+static void start_more(struct run *r)
+{
+	size_t n = r->d->nthreads;
+
+	while (r->inflight < r->window && handler_now_ns() < r->deadline_ns) {
+		size_t i;
+		bool again = r->next >= n;
+
+		if (!again)
+			i = r->next;
+		else if (r->rechecked < r->nrecheck)
+			i = r->recheck[r->rechecked];
+		else
+			return;
+		if (!start_thread(r, i, again))
+			return;
+		if (again)
+			r->rechecked++;
+		else
+			r->next++;
+	}
+}
+
 /* Signals every thread through the window until all answered or the
  * deadline. */
 static void signal_all(struct run *r)
@@ -313,14 +357,9 @@ static void signal_all(struct run *r)
 	for (;;) {
 		uint32_t seq;
 
-		while (r->next < r->d->nthreads &&
-		       r->inflight < r->window &&
-		       handler_now_ns() < r->deadline_ns) {
-			if (!start_thread(r, r->next))
-				break;
-			r->next++;
-		}
-		if (r->inflight == 0 && r->next >= r->d->nthreads)
+		start_more(r);
+		if (r->inflight == 0 && r->next >= r->d->nthreads &&
+		    r->rechecked >= r->nrecheck)
 			return;
 		seq = atomic_load_explicit(&handler_done_seq,
 					   memory_order_acquire);
@@ -351,7 +390,8 @@ static int init_threads(struct run *r, const uint64_t *self_ips,
 		return rc;
 	d->threads = calloc(n ? n : 1, sizeof(*d->threads));
 	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
-	if (!d->threads || !r->settled) {
+	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
+	if (!d->threads || !r->settled || !r->recheck) {
 		free(tids);
 		return -ENOMEM;
 	}
@@ -476,6 +516,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		goto out_close;
 	finish_dump(&r, start_ns);
 	free(r.settled);
+	free(r.recheck);
 	close(r.taskfd);
 	pthread_mutex_unlock(&collect_lock);
 	*out = r.d;
@@ -483,6 +524,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 
 out_close:
 	free(r.settled);
+	free(r.recheck);
 	close(r.taskfd);
 out_free:
 	sw_dump_free(r.d);

@@ -145,8 +145,7 @@ size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
 
 	if (unw_getcontext(&uc) < 0 || unw_init_local(&cursor, &uc) < 0)
 		return 0;
-	/* Our own frame first, then skip more. */
-	skip++;
+	/* Each step leaves a frame: the first lands in our caller. */
 	while (unw_step(&cursor) > 0) {
 		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
@@ -228,7 +227,13 @@ static void install(void)
 	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	/*
+	 * SA_NODEFER: while a thread runs our handler its mask must not show
+	 * our signal, or the next dump, reading SigBlk a moment too early,
+	 * would call it blocked. A nested late signal finds a stale cookie
+	 * and returns at once.
+	 */
+	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(signo, &sa, NULL) < 0) {
 		install_result = -errno;

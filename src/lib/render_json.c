@@ -80,7 +80,7 @@ static cJSON *add_hex(cJSON *o, const char *key, uint64_t v)
 {
 	char s[24];
 
-	snprintf(s, sizeof(s), "0x%" PRIx64, v);
+	(void)snprintf(s, sizeof(s), "0x%" PRIx64, v);
 	return cJSON_AddStringToObject(o, key, s);
 }
 
@@ -138,7 +138,8 @@ static const char *default_reason(const struct sw_dump *d,
 {
 	switch (t->status) {
 	case SW_ST_TIMEOUT:
-		snprintf(buf, size, "no answer within %d ms", d->timeout_ms);
+		(void)snprintf(buf, size, "no answer within %d ms",
+			       d->timeout_ms);
 		return buf;
 	case SW_ST_EXITED:
 		return "the thread exited";
@@ -231,12 +232,13 @@ void render_iso_time(const struct timespec *ts, char *buf, size_t size)
 	time_t sec = ts->tv_sec;
 
 	if (!gmtime_r(&sec, &tm)) {
-		snprintf(buf, size, "1970-01-01T00:00:00.000Z");
+		(void)snprintf(buf, size, "1970-01-01T00:00:00.000Z");
 		return;
 	}
-	snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
-		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-		 tm.tm_min, tm.tm_sec, (long)(ts->tv_nsec / 1000000) % 1000);
+	(void)snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+		       tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+		       tm.tm_min, tm.tm_sec,
+		       (long)(ts->tv_nsec / 1000000) % 1000);
 }
 
 /* Adds the process fields before "threads". Returns false on no memory. */

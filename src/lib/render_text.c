@@ -78,8 +78,12 @@ static void put_frame(struct out *o, const struct sw_dump *d, size_t i,
 		module = d->modules[f->module].path;
 	put(o, "#%-2zu 0x%016" PRIx64 " in ", i, f->ip);
 	put_name(o, f->function ? f->function : "??");
-	/* Placeholders such as "[in dynamic loader]" are not functions. */
-	if (!f->function || f->function[0] != '[')
+	/*
+	 * gdb's "func ()"; demangled C++ names carry their own parameter
+	 * list, and placeholders such as "[in dynamic loader]" are not
+	 * functions.
+	 */
+	if (!f->function || (f->function[0] != '[' && !strchr(f->function, '(')))
 		put(o, " ()");
 	if (f->file && f->line > 0) {
 		put(o, " at ");

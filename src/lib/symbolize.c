@@ -696,7 +696,8 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 		modules_drop(s);
 	if (d->nmodules) {
 		c.ranges = malloc(d->nmodules * sizeof(*c.ranges));
-		c.mods = calloc(d->nmodules, sizeof(*c.mods));
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+		c.mods = calloc(d->nmodules, sizeof(struct symmod *));
 		if (!c.ranges || !c.mods)
 			goto out_free;
 	}

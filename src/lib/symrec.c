@@ -58,6 +58,7 @@ char *symrec_clean_name(const char *raw)
 		return name;
 	}
 	free(name);
+	/* cppcheck-suppress returnDanglingLifetime ; dem is malloc'd */
 	return dem;
 }
 

@@ -32,7 +32,10 @@ static cJSON *find_frame(cJSON *group, const char *function)
 	{
 		cJSON *fn = cJSON_GetObjectItem(f, "function");
 
-		if (cJSON_IsString(fn) && strcmp(fn->valuestring, function) == 0)
+		/* C++ names carry their parameters: "waiter_wait()". */
+		if (cJSON_IsString(fn) &&
+		    strncmp(fn->valuestring, function, strlen(function)) == 0 &&
+		    strchr("(", fn->valuestring[strlen(function)]))
 			return f;
 	}
 	return NULL;
@@ -102,7 +105,7 @@ static void check_formats(const struct itest_daemon *d, pid_t pid)
 		 (int)pid);
 	TAP_OK(itest_get(d, path, &r) == 0 && r.status == 200 &&
 		       strncmp(r.body, "Process ", 8) == 0 &&
-		       strstr(r.body, "in waiter_wait ()"),
+		       strstr(r.body, "in waiter_wait() at workload.cc:"),
 	       "text format");
 	http_response_release(&r);
 	snprintf(path, sizeof(path), "/stacks?pid=%d&format=folded", (int)pid);

@@ -156,7 +156,8 @@ static double jnum(const cJSON *o, const char *key, double def)
 
 static const cJSON *jthread(const cJSON *root, int tid)
 {
-	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(root, "threads");
+	const cJSON *threads =
+		cJSON_GetObjectItemCaseSensitive(root, "threads");
 	const cJSON *t;
 
 	cJSON_ArrayForEach(t, threads)
@@ -279,7 +280,8 @@ static int marker_line(const char *path, const char *marker)
 /* The rules every dump obeys, whatever the process. */
 static void check_invariants(const cJSON *root, const char *what)
 {
-	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(root, "threads");
+	const cJSON *threads =
+		cJSON_GetObjectItemCaseSensitive(root, "threads");
 	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(root, "groups");
 	const cJSON *t, *g;
 	int nthreads = cJSON_GetArraySize(threads);
@@ -334,8 +336,9 @@ static void check_invariants(const cJSON *root, const char *what)
 	       "%s: every ok thread's group lists it, others have group null "
 	       "(%d wrong)",
 	       what, bad_group);
-	TAP_OK(multi == 0, "%s: every ok thread is in exactly one group (%d not)",
-	       what, multi);
+	TAP_OK(multi == 0,
+	       "%s: every ok thread is in exactly one group (%d not)", what,
+	       multi);
 	TAP_OK(bad_error == 0,
 	       "%s: every thread that is not ok has an error (%d lack one)",
 	       what, bad_error);
@@ -367,8 +370,8 @@ static void check_invariants(const cJSON *root, const char *what)
 		cJSON_ArrayForEach(f, frames)
 		{
 			const char *mod = jstr(f, "module");
-			if (!is_hex(jstr(f, "ip")) || !is_hex(jstr(f, "offset")) ||
-			    !mod || !*mod)
+			if (!is_hex(jstr(f, "ip")) ||
+			    !is_hex(jstr(f, "offset")) || !mod || !*mod)
 				bad_frame++;
 		}
 		idx++;
@@ -389,7 +392,8 @@ static void check_invariants(const cJSON *root, const char *what)
 	TAP_OK(jnum(root, "elapsed_us", -1) > 0, "%s: elapsed_us > 0 (%g)",
 	       what, jnum(root, "elapsed_us", -1));
 	TAP_OK(jnum(root, "skew_us", -1) >= 0 &&
-		       jnum(root, "skew_us", -1) <= jnum(root, "elapsed_us", -1),
+		       jnum(root, "skew_us", -1) <=
+			       jnum(root, "elapsed_us", -1),
 	       "%s: 0 <= skew_us (%g) <= elapsed_us (%g)", what,
 	       jnum(root, "skew_us", -1), jnum(root, "elapsed_us", -1));
 }
@@ -398,7 +402,8 @@ static void check_invariants(const cJSON *root, const char *what)
 static void check_threads(const cJSON *root, const struct roles *r,
 			  const char *what)
 {
-	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(root, "threads");
+	const cJSON *threads =
+		cJSON_GetObjectItemCaseSensitive(root, "threads");
 	const cJSON *t;
 	int fixed = 0, children = 0, bad_child = 0, missing = 0, misnamed = 0;
 
@@ -425,9 +430,10 @@ static void check_threads(const cJSON *root, const struct roles *r,
 		 * (blocked-signal); nothing else.
 		 */
 		children++;
-		if (!status ||
-		    (strcmp(status, "exited") && strcmp(status, "blocked-signal") &&
-		     (strcmp(status, "ok") || !name || strncmp(name, "churn", 5)))) {
+		if (!status || (strcmp(status, "exited") &&
+				strcmp(status, "blocked-signal") &&
+				(strcmp(status, "ok") || !name ||
+				 strncmp(name, "churn", 5)))) {
 			bad_child++;
 			TAP_NOTE("%s: unexpected thread %d name=%s status=%s "
 				 "error=%s",
@@ -454,21 +460,11 @@ static void check_threads(const cJSON *root, const struct roles *r,
 	       what, children, bad_child);
 }
 
-static void check_fixture_json(const cJSON *root, const struct roles *r,
-			       bool symbols, int timeout_ms, const char *what)
+/* The process-wide fields. */
+static void check_header(const cJSON *root, const struct roles *r,
+			 int timeout_ms, const char *what)
 {
-	int waiter = first_of_role(r, "waiter");
-	int deep = first_of_role(r, "deep");
-	int masked = first_of_role(r, "masked");
-	int spinner = first_of_role(r, "spinner");
-	int cxx = first_of_role(r, "cxx");
-	int nwaiters = count_role(r, "waiter");
-	int ndeep = count_role(r, "deep");
-	const cJSON *t, *g, *f;
 	const char *s;
-
-	check_invariants(root, what);
-	check_threads(root, r, what);
 
 	TAP_OK(jnum(root, "pid", -1) == r->pid, "%s: pid is the fixture's (%d)",
 	       what, r->pid);
@@ -483,98 +479,115 @@ static void check_fixture_json(const cJSON *root, const struct roles *r,
 	       "%s: collected_at is a UTC time (%s)", what, s ? s : "(null)");
 	TAP_OK(jnum(root, "timeout_ms", -1) == timeout_ms,
 	       "%s: timeout_ms is the one asked for (%d)", what, timeout_ms);
+}
 
-	/* 64 identical waiters: one group, exactly them. */
-	t = jthread(root, waiter);
-	g = t ? jgroup_of(root, t) : NULL;
-	if (TAP_OK(g != NULL, "%s: the waiters have a group", what)) {
-		const cJSON *v;
-		int others = 0;
+/*
+ * The group of the threads of one role: all of them, nobody else. Returns
+ * it, or NULL (after a failed check) when the role's threads have none.
+ */
+static const cJSON *check_role_group(const cJSON *root, const struct roles *r,
+				     const char *role, int want,
+				     const char *what)
+{
+	const cJSON *t = jthread(root, first_of_role(r, role));
+	const cJSON *g = t ? jgroup_of(root, t) : NULL;
+	const cJSON *v;
+	int n = count_role(r, role), others = 0;
 
-		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(g, "tids"))
-		{
-			const char *role = role_of(r, v->valueint);
-			others += !role || strcmp(role, "waiter");
-		}
-		TAP_OK(jnum(g, "count", -1) == nwaiters && nwaiters >= 64 &&
-			       others == 0,
-		       "%s: all %d waiters share one group and nobody else is "
-		       "in it (count %g, %d others)",
-		       what, nwaiters, jnum(g, "count", -1), others);
-		TAP_OK(jnum(g, "id", -1) == 0,
-		       "%s: the waiters' group is the largest (id %g)", what,
-		       jnum(g, "id", -1));
+	if (!TAP_OK(g != NULL, "%s: the %s threads have a group", what, role))
+		return NULL;
+	cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(g, "tids"))
+	{
+		const char *rv = role_of(r, v->valueint);
+		others += !rv || strcmp(rv, role);
 	}
-	if (symbols && g) {
-		f = jframe_fn(g, "waiter_wait");
-		if (TAP_OK(f != NULL, "%s: the waiters' stack has waiter_wait",
-			   what)) {
-			const char *file = jstr(f, "file");
-			int want = file ? marker_line(file, "/* @waiter_wait */")
-					: -1;
+	TAP_OK(n == want && jnum(g, "count", -1) == n && others == 0,
+	       "%s: all %d %s threads share one group, nobody else in it "
+	       "(count %g, %d others)",
+	       what, want, role, jnum(g, "count", -1), others);
+	return g;
+}
 
-			TAP_OK(file && file[0] == '/' &&
-				       ends_with(file,
-						 "/tests/fixtures/workload.cc"),
-			       "%s: waiter_wait's file is the absolute path of "
-			       "workload.cc (%s)",
-			       what, file ? file : "(null)");
-			TAP_OK(want > 0 && jnum(f, "line", -1) == want,
-			       "%s: waiter_wait's line is the pthread_cond_wait "
-			       "call (%g, want %d)",
-			       what, jnum(f, "line", -1), want);
-			s = jstr(f, "module");
-			TAP_OK(s && ends_with(s, "/fixtures/workload"),
-			       "%s: waiter_wait's module is the fixture (%s)",
-			       what, s ? s : "(null)");
-		}
-		TAP_OK(jhas_fn_substr(g, "pthread_cond_wait"),
-		       "%s: the waiters' stack has pthread_cond_wait", what);
-	}
+/* 64 identical waiters: one group, exactly them, at the right line. */
+static void check_waiters(const cJSON *root, const struct roles *r,
+			  bool symbols, const char *what)
+{
+	const cJSON *g = check_role_group(root, r, "waiter", 64, what);
+	const cJSON *f;
+	const char *file, *mod;
+	int want;
 
-	/* 8 deep threads: one group, 30 frames of the static recursion. */
-	t = jthread(root, deep);
-	g = t ? jgroup_of(root, t) : NULL;
-	if (TAP_OK(g != NULL, "%s: the deep threads have a group", what)) {
-		const cJSON *v;
-		int others = 0;
+	if (!g)
+		return;
+	TAP_OK(jnum(g, "id", -1) == 0,
+	       "%s: the waiters' group is the largest (id %g)", what,
+	       jnum(g, "id", -1));
+	if (!symbols)
+		return;
+	f = jframe_fn(g, "waiter_wait");
+	if (!TAP_OK(f != NULL, "%s: the waiters' stack has waiter_wait", what))
+		return;
+	file = jstr(f, "file");
+	want = file ? marker_line(file, "/* @waiter_wait */") : -1;
+	TAP_OK(file && file[0] == '/' &&
+		       ends_with(file, "/tests/fixtures/workload.cc"),
+	       "%s: waiter_wait's file is the absolute path of workload.cc "
+	       "(%s)",
+	       what, file ? file : "(null)");
+	TAP_OK(want > 0 && jnum(f, "line", -1) == want,
+	       "%s: waiter_wait's line is the pthread_cond_wait call (%g, "
+	       "want %d)",
+	       what, jnum(f, "line", -1), want);
+	mod = jstr(f, "module");
+	TAP_OK(mod && ends_with(mod, "/fixtures/workload"),
+	       "%s: waiter_wait's module is the fixture (%s)", what,
+	       mod ? mod : "(null)");
+	TAP_OK(jhas_fn_substr(g, "pthread_cond_wait"),
+	       "%s: the waiters' stack has pthread_cond_wait", what);
+}
 
-		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(g, "tids"))
-		{
-			const char *role = role_of(r, v->valueint);
-			others += !role || strcmp(role, "deep");
-		}
-		TAP_OK(jnum(g, "count", -1) == ndeep && ndeep == 8 && others == 0,
-		       "%s: the %d deep threads share one group, alone (count "
-		       "%g)",
-		       what, ndeep, jnum(g, "count", -1));
-		TAP_OK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
-			       g, "frames")) >= 32,
-		       "%s: the deep stack has at least 32 frames (%d)", what,
-		       cJSON_GetArraySize(
-			       cJSON_GetObjectItemCaseSensitive(g, "frames")));
-		if (symbols) {
-			TAP_OK(jcount_fn(g, "deep_rec") == 30,
-			       "%s: the deep stack has 30 frames of static "
-			       "deep_rec (%d)",
-			       what, jcount_fn(g, "deep_rec"));
-			TAP_OK(jframe_fn(g, "deep_block") != NULL,
-			       "%s: the deep stack has deep_block", what);
-		}
-	}
+/* 8 deep threads: one group, 30 frames of the static recursion. */
+static void check_deep(const cJSON *root, const struct roles *r, bool symbols,
+		       const char *what)
+{
+	const cJSON *g = check_role_group(root, r, "deep", 8, what);
+	int nframes;
+
+	if (!g)
+		return;
+	nframes = cJSON_GetArraySize(
+		cJSON_GetObjectItemCaseSensitive(g, "frames"));
+	TAP_OK(nframes >= 32, "%s: the deep stack has at least 32 frames (%d)",
+	       what, nframes);
+	if (!symbols)
+		return;
+	TAP_OK(jcount_fn(g, "deep_rec") == 30,
+	       "%s: the deep stack has 30 frames of static deep_rec (%d)", what,
+	       jcount_fn(g, "deep_rec"));
+	TAP_OK(jframe_fn(g, "deep_block") != NULL,
+	       "%s: the deep stack has deep_block", what);
+}
+
+/* The masked, spinning and C++ threads. */
+static void check_singles(const cJSON *root, const struct roles *r,
+			  bool symbols, const char *what)
+{
+	const cJSON *t, *g;
+	const char *s;
 
 	/* The thread that blocks every signal is not signalled. */
-	t = jthread(root, masked);
+	t = jthread(root, first_of_role(r, "masked"));
 	s = t ? jstr(t, "status") : NULL;
 	TAP_OK(s && !strcmp(s, "blocked-signal"),
 	       "%s: the masked thread is blocked-signal (%s)", what,
 	       s ? s : "(null)");
 	TAP_OK(t && jstr(t, "error") && *jstr(t, "error") &&
-		       cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(t, "group")),
+		       cJSON_IsNull(
+			       cJSON_GetObjectItemCaseSensitive(t, "group")),
 	       "%s: the masked thread has an error and group null", what);
 
 	/* The spinner runs, and answers. */
-	t = jthread(root, spinner);
+	t = jthread(root, first_of_role(r, "spinner"));
 	s = t ? jstr(t, "state") : NULL;
 	TAP_OK(s && !strcmp(s, "R"), "%s: the spinner's state is R (%s)", what,
 	       s ? s : "(null)");
@@ -587,66 +600,86 @@ static void check_fixture_json(const cJSON *root, const struct roles *r,
 		       "%s: the spinner's stack has spin_loop", what);
 
 	/* C++ names come demangled. */
-	t = jthread(root, cxx);
+	t = jthread(root, first_of_role(r, "cxx"));
 	g = t ? jgroup_of(root, t) : NULL;
 	if (symbols)
 		TAP_OK(g && jhas_fn_substr(g, "sw_fixture::Worker::run"),
 		       "%s: the C++ frame is demangled "
 		       "(sw_fixture::Worker::run)",
 		       what);
+}
 
-	/* The caller's own stack starts at the caller of sw_dump_self. */
-	t = jthread(root, r->pid);
-	s = t ? jstr(t, "status") : NULL;
+/* The caller's own stack starts at the caller of sw_dump_self. */
+static void check_caller(const cJSON *root, const struct roles *r, bool symbols,
+			 const char *what)
+{
+	const cJSON *t = jthread(root, r->pid);
+	const cJSON *g = t ? jgroup_of(root, t) : NULL;
+	const cJSON *f =
+		g ? cJSON_GetArrayItem(
+			    cJSON_GetObjectItemCaseSensitive(g, "frames"), 0)
+		  : NULL;
+	const char *s = t ? jstr(t, "status") : NULL;
+	const char *file;
+
 	TAP_OK(s && !strcmp(s, "ok"), "%s: the calling thread is ok (%s)", what,
 	       s ? s : "(null)");
-	g = t ? jgroup_of(root, t) : NULL;
-	f = g ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(g,
-								     "frames"),
-				   0)
-	      : NULL;
-	if (symbols) {
-		s = f ? jstr(f, "function") : NULL;
-		TAP_OK(s && !strcmp(s, "fixture_dump"),
-		       "%s: the calling thread's first frame is fixture_dump, "
-		       "no library frame (%s)",
-		       what, s ? s : "(null)");
-		TAP_OK(f && jnum(f, "line", -1) ==
-				    marker_line(jstr(f, "file") ? jstr(f, "file")
-								: "",
-						"@fixture_dump"),
-		       "%s: ... at the line that calls sw_dump_self", what);
-		TAP_OK(g && jframe_fn(g, "main"),
-		       "%s: the calling thread's stack reaches main", what);
-	} else {
+	if (!symbols) {
 		/* No names: the frame must at least be in the fixture. */
 		s = f ? jstr(f, "module") : NULL;
 		TAP_OK(s && ends_with(s, "/fixtures/workload"),
 		       "%s: the calling thread's first frame is in the fixture "
 		       "(%s)",
 		       what, s ? s : "(null)");
+		return;
 	}
+	s = f ? jstr(f, "function") : NULL;
+	TAP_OK(s && !strcmp(s, "fixture_dump"),
+	       "%s: the calling thread's first frame is fixture_dump, no "
+	       "library frame (%s)",
+	       what, s ? s : "(null)");
+	file = f ? jstr(f, "file") : NULL;
+	TAP_OK(file && jnum(f, "line", -1) ==
+			       marker_line(file, "/* @fixture_dump */"),
+	       "%s: ... at the line that calls sw_dump_self (%g)", what,
+	       f ? jnum(f, "line", -1) : -1);
+	TAP_OK(g && jframe_fn(g, "main"),
+	       "%s: the calling thread's stack reaches main", what);
+}
 
-	/* Without symbols there are no names, only addresses. */
-	if (!symbols) {
-		const cJSON *groups =
-			cJSON_GetObjectItemCaseSensitive(root, "groups");
-		int named = 0;
+/* Without symbols there are no names, only addresses. */
+static void check_no_names(const cJSON *root, const char *what)
+{
+	const cJSON *groups = cJSON_GetObjectItemCaseSensitive(root, "groups");
+	const cJSON *g, *f;
+	int named = 0;
 
-		cJSON_ArrayForEach(g, groups)
+	cJSON_ArrayForEach(g, groups)
+	{
+		cJSON_ArrayForEach(
+			f, cJSON_GetObjectItemCaseSensitive(g, "frames"))
 		{
-			cJSON_ArrayForEach(
-				f, cJSON_GetObjectItemCaseSensitive(g, "frames"))
-			{
-				named += cJSON_HasObjectItem(f, "function") ||
-					 cJSON_HasObjectItem(f, "file") ||
-					 cJSON_HasObjectItem(f, "line");
-			}
+			named += cJSON_HasObjectItem(f, "function") ||
+				 cJSON_HasObjectItem(f, "file") ||
+				 cJSON_HasObjectItem(f, "line");
 		}
-		TAP_OK(named == 0,
-		       "%s: no frame has function, file or line (%d do)", what,
-		       named);
 	}
+	TAP_OK(named == 0, "%s: no frame has function, file or line (%d do)",
+	       what, named);
+}
+
+static void check_fixture_json(const cJSON *root, const struct roles *r,
+			       bool symbols, int timeout_ms, const char *what)
+{
+	check_invariants(root, what);
+	check_threads(root, r, what);
+	check_header(root, r, timeout_ms, what);
+	check_waiters(root, r, symbols, what);
+	check_deep(root, r, symbols, what);
+	check_singles(root, r, symbols, what);
+	check_caller(root, r, symbols, what);
+	if (!symbols)
+		check_no_names(root, what);
 }
 
 /* Runs the fixture with args; returns its parsed JSON (or NULL). */
@@ -668,8 +701,10 @@ static cJSON *run_fixture_json(const char *args, struct roles *r,
 	snprintf(cmd, sizeof(cmd), "'%s/fixtures/workload' dump %s --roles %s",
 		 build_dir(), args, roles_path);
 	out = run_capture(cmd, &status);
-	TAP_OK(out && exited_ok(status), "%s: `workload dump %s` exits 0 "
-	       "(status 0x%x)", what, args, (unsigned)status);
+	TAP_OK(out && exited_ok(status),
+	       "%s: `workload dump%s%s` exits 0 "
+	       "(status 0x%x)",
+	       what, *args ? " " : "", args, (unsigned)status);
 	TAP_OK(read_roles(roles_path, r) == 0 && r->pid > 0,
 	       "%s: the fixture wrote its roles", what);
 	unlink(roles_path);
@@ -691,7 +726,8 @@ static void test_fixture(void)
 
 	root = run_fixture_json("", r, "json");
 	if (root)
-		check_fixture_json(root, r, true, SW_DEFAULT_TIMEOUT_MS, "json");
+		check_fixture_json(root, r, true, SW_DEFAULT_TIMEOUT_MS,
+				   "json");
 	cJSON_Delete(root);
 
 	root = run_fixture_json("--no-symbols --timeout 700", r, "no-symbols");
@@ -711,15 +747,14 @@ static void test_fixture(void)
 		       "text: has the block of the 64 waiters");
 		TAP_OK(strstr(out, " in waiter_wait") != NULL,
 		       "text: names waiter_wait");
-		TAP_OK(strstr(out, "not dumped:") &&
-			       strstr(out, "masked (") &&
+		TAP_OK(strstr(out, "not dumped:") && strstr(out, "masked (") &&
 			       strstr(out, "blocked-signal"),
 		       "text: lists the masked thread as not dumped");
 	}
 	free(out);
 
-	snprintf(cmd, sizeof(cmd), "'%s/fixtures/workload' dump --format folded",
-		 build_dir());
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/fixtures/workload' dump --format folded", build_dir());
 	out = run_capture(cmd, &status);
 	TAP_OK(out && exited_ok(status), "folded: the fixture exits 0");
 	if (out) {
@@ -762,8 +797,8 @@ static void *inproc_main(void *arg)
 }
 
 /* The caller of sw_dump_self: its stack must start here. */
-__attribute__((noinline)) static int
-inproc_dump_caller(const struct sw_dump_opts *o, struct sw_dump **d)
+__attribute__((noinline)) static int inproc_dump_caller(
+	const struct sw_dump_opts *o, struct sw_dump **d)
 {
 	int rc = sw_dump_self(o, d);
 
@@ -783,8 +818,8 @@ static int count_status(const struct sw_dump *d, enum sw_status st)
 static void test_errors(void)
 {
 	static const int codes[] = {
-		SW_EHANDLER, SW_ENOSIGNAL, SW_ENOTINIT, SW_EBUSY,   SW_EFORMAT,
-		SW_ETOOBIG,  SW_EINHANDLER, -ENOMEM,    -EINVAL,    -ESRCH,
+		SW_EHANDLER, SW_ENOSIGNAL,  SW_ENOTINIT, SW_EBUSY, SW_EFORMAT,
+		SW_ETOOBIG,  SW_EINHANDLER, -ENOMEM,	 -EINVAL,  -ESRCH,
 	};
 	int empty = 0;
 	const char *s;
@@ -842,8 +877,10 @@ static void test_inproc_defaults(void)
 	       with_fn, INPROC_THREADS);
 	self = tu_find_thread(d, tu_gettid());
 	TAP_OK(self && self->nframes > 0 &&
-		       tu_name_is(self->frames[0].function, "inproc_dump_caller"),
-	       "in-process: the caller's first frame is inproc_dump_caller (%s)",
+		       tu_name_is(self->frames[0].function,
+				  "inproc_dump_caller"),
+	       "in-process: the caller's first frame is inproc_dump_caller "
+	       "(%s)",
 	       self ? tu_describe_stack(self, desc, sizeof(desc)) : "missing");
 	TAP_OK(self && tu_count_fn(self, "test_inproc_defaults") == 1 &&
 		       tu_count_fn(self, "main") == 1,
@@ -880,8 +917,10 @@ static void test_inproc_options(void)
 	o.symbolize = 0;
 	o.window = 1;
 	rc = inproc_dump_caller(&o, &d);
-	if (!TAP_OK(rc == 0 && d, "timeout 500, no symbols, window 1: works "
-		    "(%s)", sw_strerror(rc)))
+	if (!TAP_OK(rc == 0 && d,
+		    "timeout 500, no symbols, window 1: works "
+		    "(%s)",
+		    sw_strerror(rc)))
 		return;
 	TAP_OK(d->timeout_ms == 500, "the dump records its timeout (%d)",
 	       d->timeout_ms);
@@ -1013,7 +1052,8 @@ static void test_concurrent(void)
 	pthread_barrier_init(&conc_start, NULL, CONCURRENT + 1);
 	pthread_barrier_init(&conc_end, NULL, CONCURRENT);
 	for (int i = 0; i < CONCURRENT; i++)
-		pthread_create(&th[i], NULL, concurrent_main, (void *)(intptr_t)i);
+		pthread_create(&th[i], NULL, concurrent_main,
+			       (void *)(intptr_t)i);
 	pthread_barrier_wait(&conc_start);
 	for (int i = 0; i < CONCURRENT; i++) {
 		pthread_join(th[i], NULL);

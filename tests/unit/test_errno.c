@@ -95,8 +95,8 @@ int main(void)
 		pthread_join(th[i], NULL);
 		total_changed += changed[i];
 		if (changed[i])
-			TAP_NOTE("spinner %d saw errno %d (%s)", i, last_seen[i],
-				 strerror(last_seen[i]));
+			TAP_NOTE("spinner %d saw errno %d (%s)", i,
+				 last_seen[i], strerror(last_seen[i]));
 	}
 
 	TAP_OK(failed == 0, "%d dumps succeed (%d failed)", DUMPS, failed);

@@ -89,7 +89,7 @@ static void install_app_handler(int sig)
 /* Queues a marker to every worker and waits until all have arrived. */
 static bool markers_arrive(int sig, const pthread_t *th)
 {
-	union sigval v = {.sival_int = MARKER};
+	union sigval v = { .sival_int = MARKER };
 
 	for (int i = 0; i < WORKERS; i++)
 		if (pthread_sigqueue(th[i], sig, v) != 0)
@@ -179,8 +179,8 @@ static int run_case(enum replace_case c)
 
 int main(void)
 {
-	const enum replace_case cases[] = {CASE_HANDLER, CASE_IGNORE,
-					    CASE_DEFAULT};
+	const enum replace_case cases[] = { CASE_HANDLER, CASE_IGNORE,
+					    CASE_DEFAULT };
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *name = case_names[cases[i]];
@@ -200,8 +200,10 @@ int main(void)
 			continue;
 		}
 		if (WIFSIGNALED(status))
-			TAP_OK(0, "%s: the process was killed by signal %d (%s)",
-			       name, WTERMSIG(status), strsignal(WTERMSIG(status)));
+			TAP_OK(0,
+			       "%s: the process was killed by signal %d (%s)",
+			       name, WTERMSIG(status),
+			       strsignal(WTERMSIG(status)));
 		else
 			TAP_OK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
 			       "%s: the process lived and every check passed "

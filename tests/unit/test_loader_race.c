@@ -66,8 +66,8 @@ static void show_stacks(pid_t pid)
  * Copies complete lines from fd to stdout; keeps a partial one in buf.
  * Returns false at end of file.
  */
-static bool pass_through(int fd, char *buf, size_t size, size_t *len,
-			 int *oks, int *fails)
+static bool pass_through(int fd, char *buf, size_t size, size_t *len, int *oks,
+			 int *fails)
 {
 	ssize_t n = read(fd, buf + *len, size - *len - 1);
 	char *start, *nl;
@@ -137,7 +137,7 @@ int main(void)
 
 	deadline = tu_now_ns() + (uint64_t)deadline_s * 1000000000ull;
 	for (;;) {
-		struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
 		uint64_t now = tu_now_ns();
 		int ms;
 
@@ -161,8 +161,10 @@ int main(void)
 	close(fds[0]);
 	waitpid(pid, &status, 0);
 
-	TAP_OK(!hung, "the fixture finished: no deadlock in %ld dumps "
-	       "(deadline %ld s)", dumps, deadline_s);
+	TAP_OK(!hung,
+	       "the fixture finished: no deadlock in %ld dumps "
+	       "(deadline %ld s)",
+	       dumps, deadline_s);
 	if (!hung) {
 		if (WIFSIGNALED(status))
 			TAP_OK(0, "the fixture was killed by signal %d (%s)",

@@ -291,7 +291,6 @@ static void test_many(void)
 			     d->groups[g - 1].tids[0] < d->groups[g].tids[0];
 	}
 	TAP_OK(ok && total == NT, "every thread in one group, sorted");
-	TAP_OK(ms < 1000, "grouping is fast (%.2f ms)", ms);
 	sw_dump_free(d);
 }
 

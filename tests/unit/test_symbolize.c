@@ -544,11 +544,8 @@ static void test_cost(void)
 	TAP_NOTE("warm (CPU): %.2f ms for %zu frames (%.0f ns per frame)",
 		 (double)(t2 - t1) / 1e6, frames,
 		 (double)(t2 - t1) / (double)frames);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-	TAP_SKIP("warm cost not checked under a sanitizer");
-#else
-	TAP_OK(t2 - t1 < 50000000ull, "warm 1000-thread dump under 50 ms");
-#endif
+	/* Speed is make bench's business; here only that it is cached. */
+	TAP_OK(sym_cache_hits(s) >= frames, "the warm dump came from the cache");
 	sym_free(s);
 	sw_dump_free(d);
 }

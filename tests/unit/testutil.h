@@ -36,7 +36,7 @@ static inline uint64_t tu_now_ns(void)
 
 static inline void tu_sleep_ms(long ms)
 {
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
 	while (nanosleep(&ts, &ts) != 0)
 		;
