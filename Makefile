@@ -155,7 +155,7 @@ test: check
 
 bench:
 	@sh scripts/deps.sh bench
-	@$(MAKE) --no-print-directory OPT="-O2 -g" test-bins $(BENCH_BINS)
+	@$(MAKE) --no-print-directory OPT="-O2 -g" lib $(BENCH_BINS)
 	@BUILD=$(BUILD) sh tests/bench/run.sh $(BUILD)
 
 asan:

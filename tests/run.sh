@@ -36,6 +36,9 @@ export BUILD
 # Sanitized builds: make undefined behaviour fail the program, with a stack.
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export UBSAN_OPTIONS
+# A sanitized agent preloaded into a program comes before the ASan runtime.
+ASAN_OPTIONS=${ASAN_OPTIONS:-verify_asan_link_order=0}
+export ASAN_OPTIONS
 
 logs=$build/test-logs
 mkdir -p "$logs"

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "buf.h"
 #include "http.h"
@@ -34,6 +35,9 @@ struct http {
 	struct registry *reg;
 	struct stacks *st;
 	int timeout_ms; /* default per dump */
+	char *token; /* required bearer token, NULL: none */
+	char *const *allow_hosts; /* extra Host names (the options') */
+	int nallow_hosts;
 };
 
 enum format { FMT_HTML, FMT_JSON, FMT_TEXT, FMT_FOLDED };
@@ -503,6 +507,96 @@ static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
 	return send_body(c, MHD_HTTP_OK, FMT_TEXT, body, strlen(body));
 }
 
+/* Compares in time that depends only on the lengths. */
+static bool same_secret(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	unsigned char diff = la != lb;
+
+	for (size_t i = 0; i < la; i++)
+		diff |= (unsigned char)(a[i] ^ b[i % (lb ? lb : 1)]);
+	return diff == 0;
+}
+
+static bool authorized(const struct http *h, struct MHD_Connection *c)
+{
+	const char *auth;
+
+	if (!h->token)
+		return true;
+	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+					   MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!auth || strncasecmp(auth, "Bearer ", 7) != 0)
+		return false;
+	return same_secret(auth + 7, h->token);
+}
+
+/*
+ * Guards against DNS rebinding: a page on another site that resolves its
+ * own name to 127.0.0.1 must not read our answers. Accepted: no Host
+ * header, an IP literal, "localhost", and the names given with
+ * --allow-host; each with an optional port.
+ */
+static bool host_allowed(const struct http *h, struct MHD_Connection *c)
+{
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_HOST);
+	char name[256];
+	struct in6_addr a6;
+	struct in_addr a4;
+	const char *colon;
+	size_t n;
+
+	if (!host)
+		return true;
+	if (host[0] == '[') {
+		const char *end = strchr(host, ']');
+
+		n = end ? (size_t)(end - host - 1) : 0;
+		if (!end || n == 0 || n >= sizeof(name))
+			return false;
+		memcpy(name, host + 1, n);
+		name[n] = '\0';
+		return inet_pton(AF_INET6, name, &a6) == 1;
+	}
+	colon = strchr(host, ':');
+	n = colon ? (size_t)(colon - host) : strlen(host);
+	if (n == 0 || n >= sizeof(name))
+		return false;
+	memcpy(name, host, n);
+	name[n] = '\0';
+	if (inet_pton(AF_INET, name, &a4) == 1 ||
+	    strcasecmp(name, "localhost") == 0)
+		return true;
+	for (int i = 0; i < h->nallow_hosts; i++)
+		if (strcasecmp(name, h->allow_hosts[i]) == 0)
+			return true;
+	return false;
+}
+
+static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *body = strdup("{\"error\":\"a valid 'Authorization: Bearer' "
+			    "token is required\",\"status\":401}\n");
+
+	if (!body)
+		return MHD_NO;
+	r = MHD_create_response_from_buffer(strlen(body), body,
+					    MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", content_types[FMT_JSON]);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+				"Bearer realm=\"stackwatch\"");
+	ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 			      const char *url, const char *method,
 			      const char *version, const char *upload,
@@ -521,8 +615,13 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	if (*upload_size)
 		return send_error(c, 413, FMT_JSON,
 				  "no request body is accepted");
+	if (!host_allowed(h, c))
+		return send_error(c, MHD_HTTP_FORBIDDEN, FMT_JSON,
+				  "Host header not allowed (see --allow-host)");
 	if (strcmp(url, "/healthz") == 0)
 		return handle_text(c, "ok\n");
+	if (!authorized(h, c))
+		return send_unauthorized(c);
 	if (strcmp(url, "/") == 0)
 		return handle_redirect(c);
 	if (strcmp(url, "/stacks") == 0)
@@ -572,6 +671,15 @@ int http_start(const struct options *o, struct registry *reg,
 	h->reg = reg;
 	h->st = st;
 	h->timeout_ms = o->timeout_ms;
+	h->allow_hosts = o->allow_hosts;
+	h->nallow_hosts = o->nallow_hosts;
+	if (o->token) {
+		h->token = strdup(o->token);
+		if (!h->token) {
+			free(h);
+			return -ENOMEM;
+		}
+	}
 	h->d = MHD_start_daemon(
 		flags, 0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, &ss,
 		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
@@ -583,6 +691,7 @@ int http_start(const struct options *o, struct registry *reg,
 	if (!h->d) {
 		int err = errno ? -errno : -EADDRINUSE;
 
+		free(h->token);
 		free(h);
 		return err;
 	}
@@ -599,5 +708,6 @@ void http_stop(struct http *h)
 	/* Stops listening, then waits for the pool to finish its requests. */
 	MHD_quiesce_daemon(h->d);
 	MHD_stop_daemon(h->d);
+	free(h->token);
 	free(h);
 }

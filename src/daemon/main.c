@@ -62,6 +62,20 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 1;
 	}
 	log_set_level(o.log_level);
+	if (o.token_file[0]) {
+		rc = options_read_token(o.token_file, &o.token);
+		if (rc < 0) {
+			fprintf(stderr,
+				"stackwatchd: cannot use the token file %s: %s\n",
+				o.token_file,
+				rc == -EINVAL ? "empty or malformed token"
+					      : sw_strerror(rc));
+			options_release(&o);
+			return 1;
+		}
+	}
+	/* Symbols come from this machine only, never from the network. */
+	unsetenv("DEBUGINFOD_URLS");
 	block_signals(&set);
 	/* Our own threads are a target too: install the collector first. */
 	rc = handler_install();

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "options.h"
+#include "procfs.h"
 #include "paths.h"
 #include "stackwatch.h"
 
@@ -307,8 +308,34 @@ int options_parse(struct options *o, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Reads the token: the file's content with surrounding whitespace removed.
+ * An empty token is an error: it would let anyone in.
+ */
+int options_read_token(const char *path, char **out)
+{
+	char buf[4097], *s, *e;
+	ssize_t n;
+
+	n = procfs_read_at(-100 /* AT_FDCWD */, path, buf, sizeof(buf));
+	if (n < 0)
+		return n == -ESRCH ? -ENOENT : (int)n;
+	s = buf;
+	while (*s && strchr(" \t\r\n", *s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && strchr(" \t\r\n", e[-1]))
+		*--e = '\0';
+	if (!*s || strlen(s) != (size_t)(e - s))
+		return -EINVAL;
+	*out = strdup(s);
+	return *out ? 0 : -ENOMEM;
+}
+
 void options_release(struct options *o)
 {
+	free(o->token);
+	o->token = NULL;
 	for (int i = 0; i < o->nallow_hosts; i++)
 		free(o->allow_hosts[i]);
 	o->nallow_hosts = 0;

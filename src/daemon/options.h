@@ -16,6 +16,7 @@ struct options {
 	int listen_port; /* 0: pick a free one */
 	char agent_socket[108];
 	char token_file[4096];
+	char *token; /* read from token_file at start-up; owned */
 	int sample_interval_ms; /* 0: no periodic sampling */
 	int stuck_after_s;
 	int timeout_ms;
@@ -34,6 +35,13 @@ struct options {
  * -1 after printing one line saying what is wrong (exit 1).
  */
 int options_parse(struct options *o, int argc, char **argv);
+
+/*
+ * Reads a token file: its content with surrounding whitespace removed.
+ * Returns 0 with *out malloc'd, -EINVAL when it is empty or holds
+ * whitespace inside, or the error of reading it.
+ */
+int options_read_token(const char *path, char **out);
 
 /* Frees what o owns. */
 void options_release(struct options *o);

@@ -170,16 +170,19 @@ static inline void itest_daemon_cleanup(struct itest_daemon *d)
  * Forks and execs argv with the agent preloaded and pointed at d's socket.
  * The child's stdout goes to *out_fd (a pipe) when out_fd is not NULL.
  */
-static inline pid_t itest_spawn(const struct itest_daemon *d,
-				char *const argv[], int *out_fd)
+static inline pid_t itest_spawn_io(const struct itest_daemon *d,
+				   char *const argv[], int *out_fd,
+				   int *in_fd)
 {
 	char agent[256];
-	int p[2] = { -1, -1 };
+	int p[2] = { -1, -1 }, q[2] = { -1, -1 };
 	pid_t pid;
 
 	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
 		 itest_build());
 	if (out_fd && pipe(p) < 0)
+		return -1;
+	if (in_fd && pipe(q) < 0)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
@@ -187,6 +190,11 @@ static inline pid_t itest_spawn(const struct itest_daemon *d,
 			dup2(p[1], 1);
 			close(p[0]);
 			close(p[1]);
+		}
+		if (in_fd) {
+			dup2(q[0], 0);
+			close(q[0]);
+			close(q[1]);
 		}
 		setenv("LD_PRELOAD", agent, 1);
 		setenv("STACKWATCH_SOCKET", d->sock, 1);
@@ -197,7 +205,34 @@ static inline pid_t itest_spawn(const struct itest_daemon *d,
 		close(p[1]);
 		*out_fd = p[0];
 	}
+	if (in_fd) {
+		close(q[0]);
+		*in_fd = q[1];
+	}
 	return pid;
+}
+
+static inline pid_t itest_spawn(const struct itest_daemon *d,
+				char *const argv[], int *out_fd)
+{
+	return itest_spawn_io(d, argv, out_fd, NULL);
+}
+
+/* Reads one line from fd into buf (without the newline); false at EOF. */
+static inline bool itest_read_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+	char c;
+
+	while (read(fd, &c, 1) == 1) {
+		if (c == '\n') {
+			buf[n] = '\0';
+			return true;
+		}
+		if (n < size - 1)
+			buf[n++] = c;
+	}
+	return false;
 }
 
 /* Reads lines from fd until one equals want; false at EOF. */
@@ -290,12 +325,15 @@ static inline void itest_kill(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
-/* True while pid is alive (and not a zombie we could reap). */
+/* True while our child pid has not exited (it is not reaped here). */
 static inline bool itest_alive(pid_t pid)
 {
-	int st;
+	siginfo_t info;
 
-	return waitpid(pid, &st, WNOHANG) == 0;
+	memset(&info, 0, sizeof(info));
+	if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return false;
+	return info.si_pid == 0;
 }
 
 #endif /* SW_ITEST_H */

@@ -1,0 +1,272 @@
+/*
+ * test_it_agent.c - the agent in real programs, through the real daemon:
+ * a sigwait server whose workers block every signal, a raw-syscall
+ * blocker, fork, exec, handlers reset to SIG_DFL, a daemon killed and
+ * restarted, and hostile peers on the agent socket.
+ */
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "itest.h"
+#include "tap.h"
+
+static char fixture[256];
+
+static pid_t spawn(const struct itest_daemon *d, const char *mode,
+		   const char *arg, int *out, int *in)
+{
+	char *argv[4] = { fixture, (char *)mode, (char *)arg, NULL };
+
+	return itest_spawn_io(d, argv, out, in);
+}
+
+static cJSON *dump(const struct itest_daemon *d, pid_t pid, int *status)
+{
+	char path[96];
+
+	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)pid);
+	return itest_get_json(d, path, status);
+}
+
+/* Counts threads named name with the given status. */
+static int count(cJSON *doc, const char *name, const char *status)
+{
+	cJSON *t;
+	int n = 0;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+	{
+		cJSON *nm = cJSON_GetObjectItem(t, "name");
+		cJSON *st = cJSON_GetObjectItem(t, "status");
+
+		if (cJSON_IsString(nm) && cJSON_IsString(st) &&
+		    strcmp(nm->valuestring, name) == 0 &&
+		    strcmp(st->valuestring, status) == 0)
+			n++;
+	}
+	return n;
+}
+
+static void test_sigwait(const struct itest_daemon *d)
+{
+	int out, status, st = 0;
+	pid_t pid = spawn(d, "sigwait", NULL, &out, NULL);
+	cJSON *j;
+
+	TAP_OK(itest_wait_line(out, "ready") &&
+		       itest_wait_registered(d, pid, 10000),
+	       "sigwait server registered");
+	j = dump(d, pid, &status);
+	TAP_OK(status == 200 && count(j, "worker", "ok") == 4,
+	       "workers that block every signal are all dumped (%d ok)",
+	       count(j, "worker", "ok"));
+	cJSON_Delete(j);
+	kill(pid, SIGTERM);
+	TAP_OK(itest_wait_line(out, "got SIGTERM"),
+	       "the server still takes SIGTERM through sigwait");
+	waitpid(pid, &st, 0);
+	TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "and exits 0");
+	close(out);
+}
+
+static void test_rawmask(const struct itest_daemon *d)
+{
+	int out, status;
+	pid_t pid = spawn(d, "rawmask", NULL, &out, NULL);
+	cJSON *j;
+
+	TAP_OK(itest_wait_line(out, "ready") &&
+		       itest_wait_registered(d, pid, 10000),
+	       "raw-mask program registered");
+	j = dump(d, pid, &status);
+	TAP_OK(status == 200 && count(j, "rawmask", "blocked-signal") == 1 &&
+		       count(j, "worker", "ok") == 2,
+	       "a thread blocking by raw system call is blocked-signal");
+	cJSON_Delete(j);
+	TAP_OK(itest_alive(pid), "and the program lives");
+	itest_kill(pid);
+	close(out);
+}
+
+static void test_fork(const struct itest_daemon *d)
+{
+	char line[64];
+	int out, status, b = 0;
+	pid_t pid = spawn(d, "fork", NULL, &out, NULL);
+	cJSON *j;
+
+	while (itest_read_line(out, line, sizeof(line)) &&
+	       strcmp(line, "ready") != 0)
+		sscanf(line, "child %d", &b);
+	TAP_OK(b > 0, "fork: parent %d and child %d", (int)pid, b);
+	TAP_OK(b > 0 && itest_wait_registered(d, b, 10000),
+	       "the child registers under its own pid");
+	j = b > 0 ? dump(d, b, &status) : NULL;
+	TAP_OK(j && status == 200 &&
+		       cJSON_GetObjectItem(j, "threads_ok")->valuedouble >= 2,
+	       "the child is dumpable (its own agent thread included)");
+	cJSON_Delete(j);
+	TAP_OK(itest_registered(d, pid), "the parent stays registered");
+	if (b > 0)
+		itest_kill(b);
+	itest_kill(pid);
+	close(out);
+}
+
+static void test_exec(const struct itest_daemon *d)
+{
+	int out, st = 0, dumps = 0, ok = 0;
+	pid_t pid = spawn(d, "exec", "40", &out, NULL);
+	long end = itest_now_ms() + 60000;
+
+	/* Dump as fast as we can while it execs itself 40 times. */
+	while (itest_alive(pid) && itest_now_ms() < end) {
+		int status;
+		cJSON *j = dump(d, pid, &status);
+
+		dumps++;
+		ok += status == 200;
+		cJSON_Delete(j);
+	}
+	waitpid(pid, &st, 0);
+	TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "a program execing itself 40 times while dumped is never "
+	       "killed (%d dumps, %d answered)",
+	       dumps, ok);
+	close(out);
+}
+
+static void test_reset(const struct itest_daemon *d)
+{
+	int out, in, status;
+	pid_t pid = spawn(d, "reset", NULL, &out, &in);
+	cJSON *j, *err;
+
+	TAP_OK(itest_wait_line(out, "ready") &&
+		       itest_wait_registered(d, pid, 10000),
+	       "reset program registered");
+	j = dump(d, pid, &status);
+	TAP_OK(status == 200, "dumpable before the reset");
+	cJSON_Delete(j);
+	TAP_OK(write(in, "go\n", 3) == 3 && itest_wait_line(out, "reset"),
+	       "the program set every real-time signal to SIG_DFL");
+	j = dump(d, pid, &status);
+	err = cJSON_GetObjectItem(j, "error");
+	TAP_OK(status >= 500 && cJSON_IsString(err) &&
+		       strstr(err->valuestring, "signal handler replaced"),
+	       "dumping it now is an error saying so (%d: %s)", status,
+	       cJSON_IsString(err) ? err->valuestring : "");
+	cJSON_Delete(j);
+	itest_sleep_ms(100);
+	TAP_OK(itest_alive(pid), "and the program lives");
+	itest_kill(pid);
+	close(out);
+	close(in);
+}
+
+static int connect_sock(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void test_hostile(const struct itest_daemon *d, pid_t healthy)
+{
+	unsigned char junk[4096];
+	int silent[64], fd, status, n = 0;
+	struct http_response r;
+	cJSON *j;
+
+	srand(42);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)rand();
+	/* Random bytes. */
+	fd = connect_sock(d->sock);
+	n += fd >= 0 && write(fd, junk, sizeof(junk)) > 0;
+	close(fd);
+	/* A HELLO header announcing 64 MiB, then nothing. */
+	{
+		unsigned char h[16] = { 'S', 'W', 'A', 'T', 1, 0, 1, 0,
+					0,   0,   0,   4,   0, 0, 0, 0 };
+		fd = connect_sock(d->sock);
+		n += fd >= 0 && write(fd, h, sizeof(h)) == sizeof(h);
+		close(fd);
+	}
+	/* A truncated HELLO. */
+	{
+		unsigned char h[20] = { 'S', 'W', 'A', 'T', 1, 0, 1, 0,
+					100, 0,   0,   0,   0, 0, 0, 0 };
+		fd = connect_sock(d->sock);
+		n += fd >= 0 && write(fd, h, sizeof(h)) == sizeof(h);
+		close(fd);
+	}
+	for (int i = 0; i < 64; i++)
+		silent[i] = connect_sock(d->sock);
+	memset(&r, 0, sizeof(r));
+	TAP_OK(n == 3 && itest_get(d, "/healthz", &r) == 0 && r.status == 200,
+	       "garbage, oversized and truncated peers: /healthz still ok");
+	http_response_release(&r);
+	j = dump(d, healthy, &status);
+	TAP_OK(status == 200, "with 64 silent agents a real one is dumped");
+	cJSON_Delete(j);
+	for (int i = 0; i < 64; i++)
+		if (silent[i] >= 0)
+			close(silent[i]);
+}
+
+static void test_restart(struct itest_daemon *d, pid_t pid)
+{
+	struct itest_daemon again;
+	/* A later --agent-socket wins: the new daemon takes the old path. */
+	const char *extra[] = { "--sample-interval", "0", "--agent-socket",
+				d->sock, NULL };
+
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+	TAP_OK(itest_alive(pid), "the target survives its daemon's SIGKILL");
+	if (itest_daemon_start_args(&again, extra) < 0) {
+		TAP_OK(0, "a new daemon starts on the old socket");
+		return;
+	}
+	TAP_OK(itest_wait_registered(&again, pid, 10000),
+	       "the agent re-registers with the restarted daemon within 10 s");
+	TAP_OK(itest_daemon_stop(&again) == 0, "the new daemon stops cleanly");
+	itest_daemon_cleanup(&again);
+}
+
+int main(void)
+{
+	struct itest_daemon d;
+	int out;
+	pid_t steady;
+
+	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
+		 itest_build());
+	if (itest_daemon_start(&d) < 0) {
+		TAP_OK(0, "the daemon starts");
+		return tap_done();
+	}
+	test_sigwait(&d);
+	test_rawmask(&d);
+	test_fork(&d);
+	test_exec(&d);
+	test_reset(&d);
+	steady = spawn(&d, "sigwait", NULL, &out, NULL);
+	TAP_OK(itest_wait_line(out, "ready") &&
+		       itest_wait_registered(&d, steady, 10000),
+	       "a steady target for the last checks");
+	test_hostile(&d, steady);
+	test_restart(&d, steady);
+	itest_kill(steady);
+	close(out);
+	itest_daemon_cleanup(&d);
+	return tap_done();
+}
