@@ -53,6 +53,13 @@ FIX_C     := $(sort $(wildcard tests/fixtures/*.c))
 FIX_CXX   := $(sort $(wildcard tests/fixtures/*.cc))
 FIX_BINS  := $(FIX_C:tests/fixtures/%.c=$(BUILD)/fixtures/%) \
              $(FIX_CXX:tests/fixtures/%.cc=$(BUILD)/fixtures/%)
+FUZZ_CC   ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+              -Iinclude -Isrc/lib $(PKG_CFLAGS)
+HAVE_FUZZ := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
+FUZZ_BINS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/fuzz_procfs \
+             $(BUILD)/fuzz/mkseed)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
@@ -62,7 +69,7 @@ CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/cli/*.c))
 
 DEPS_STAMP := $(BUILD)/.deps-build
 
-.PHONY: all lib agent daemon cli deps check test bench asan ubsan tsan lint format format-check \
+.PHONY: all lib agent daemon cli deps fuzz test-bins check test bench asan ubsan tsan lint format format-check \
         clean
 .DEFAULT_GOAL := all
 
@@ -144,7 +151,27 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libstackwatch.a
 	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS)
 
-test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS)
+test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS) $(FUZZ_BINS)
+
+# libFuzzer targets: the decoders of everything that comes from outside.
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/lib/wire.c src/lib/dump.c \
+		src/lib/strerror.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+
+$(BUILD)/fuzz/fuzz_procfs: tests/fuzz/fuzz_procfs.c src/lib/procfs.c \
+		src/daemon/modfile.c src/lib/dump.c src/lib/strerror.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+
+$(BUILD)/fuzz/mkseed: tests/fuzz/mkseed.c $(BUILD)/libstackwatch.a
+	@mkdir -p $(@D)
+	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
+	    $(SW_LIBS)
+
+fuzz: $(FUZZ_BINS)
+	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
+
 
 check:
 	@sh scripts/deps.sh check
@@ -177,8 +204,8 @@ lint:
 	cppcheck --quiet --error-exitcode=1 --inline-suppr --std=c11 \
 	    --enable=warning,performance,portability \
 	    --suppress=missingIncludeSystem -Iinclude -Isrc/lib src
-	clang-tidy --quiet $(LIB_SRCS) -- -std=gnu11 -Iinclude -Isrc/lib \
-	    $(PKG_CFLAGS)
+	clang-tidy --quiet $(LIB_SRCS) $(wildcard src/agent/*.c src/daemon/*.c \
+	    src/cli/*.c) -- -std=gnu11 -Iinclude -Isrc/lib $(PKG_CFLAGS)
 
 format:
 	clang-format -i $(ALL_C) $(ALL_H)

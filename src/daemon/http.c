@@ -603,7 +603,6 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 			      size_t *upload_size, void **con_cls)
 {
 	struct http *h = cls;
-	bool is_api = strncmp(url, "/api/", 5) == 0;
 
 	(void)version;
 	(void)upload;
@@ -630,8 +629,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_stacks(h, c, FMT_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c);
-	return send_error(c, MHD_HTTP_NOT_FOUND, is_api ? FMT_JSON : FMT_JSON,
-			  "no such endpoint");
+	return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, "no such endpoint");
 }
 
 static void log_mhd(void *cls, const char *fmt, va_list ap)

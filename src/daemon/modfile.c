@@ -119,7 +119,7 @@ static int check_file(int fd, const struct mapping_info *mi, bool check_id)
 
 int modfile_open(pid_t pid, const struct sw_module *m)
 {
-	struct mapping_info mi;
+	struct mapping_info mi = { 0 };
 	char fname[4200], *path = NULL;
 	int fd, rc;
 

@@ -121,6 +121,8 @@ static int apply(struct options *o, int key, const char *val)
 {
 	enum log_level lvl;
 
+	if (!val)
+		return -EINVAL;
 	switch (key) {
 	case O_LISTEN:
 		return parse_listen(o, val);

@@ -517,7 +517,7 @@ int registry_list(struct registry *r, struct target ***out, size_t *n)
 	size_t i = 0;
 
 	pthread_mutex_lock(&r->lock);
-	ts = malloc((r->ntargets ? r->ntargets : 1) * sizeof(*ts));
+	ts = malloc((r->ntargets ? r->ntargets : 1) * sizeof(struct target *));
 	if (!ts) {
 		pthread_mutex_unlock(&r->lock);
 		return -ENOMEM;
@@ -527,7 +527,7 @@ int registry_list(struct registry *r, struct target ***out, size_t *n)
 		ts[i++] = t;
 	}
 	pthread_mutex_unlock(&r->lock);
-	qsort(ts, i, sizeof(*ts), cmp_target);
+	qsort(ts, i, sizeof(struct target *), cmp_target);
 	*out = ts;
 	*n = i;
 	return 0;

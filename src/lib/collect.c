@@ -293,20 +293,21 @@ static void finish_at_deadline(struct run *r)
 		if (r->owner[s] < 0)
 			continue;
 		t = &r->d->threads[r->owner[s]];
-		if (atomic_compare_exchange_strong(
+		/*
+		 * Still armed: take it back, a late handler will find a newer
+		 * generation. Published just now: harvest it. Mid-write: leave
+		 * it quarantined until the handler is done (reclaim_slots).
+		 */
+		if (!atomic_compare_exchange_strong(
 			    &handler_slots[s].word, &w,
-			    SLOT_WORD(r->gen[s] + 1, SLOT_FREE))) {
-			r->owner[s] = -1;
-			r->inflight--;
-			time_out(r, t, why);
-		} else if (w == SLOT_WORD(r->gen[s], SLOT_DONE)) {
+			    SLOT_WORD(r->gen[s] + 1, SLOT_FREE)) &&
+		    w == SLOT_WORD(r->gen[s], SLOT_DONE)) {
 			harvest_slot(r, (int)s);
-		} else {
-			/* Mid-write: quarantined until the handler is done. */
-			r->owner[s] = -1;
-			r->inflight--;
-			time_out(r, t, why);
+			continue;
 		}
+		r->owner[s] = -1;
+		r->inflight--;
+		time_out(r, t, why);
 	}
 	for (; r->rechecked < r->nrecheck; r->rechecked++)
 		time_out(r, &r->d->threads[r->recheck[r->rechecked]], why);

@@ -37,12 +37,12 @@ static void *next_symbol(const char *name)
 
 #define RESOLVE(var, type, name)                                        \
 	do {                                                            \
-		if (!atomic_load_explicit(&var, memory_order_acquire)) {   \
+		if (!atomic_load_explicit(&(var), memory_order_acquire)) { \
 			union {                                         \
 				void *p;                                \
 				type f;                                 \
 			} u = { .p = next_symbol(name) };               \
-			atomic_store_explicit(&var, u.f,                \
+			atomic_store_explicit(&(var), u.f,              \
 					      memory_order_release);    \
 		}                                                       \
 	} while (0)

@@ -84,7 +84,7 @@ static const char *status_value(const char *buf, size_t len, const char *key)
 		const char *eol = nl ? nl : end;
 
 		if ((size_t)(eol - p) > klen && memcmp(p, key, klen) == 0 &&
-		    p[klen] == ':') {
+		    p[klen] == ':') { /* NOLINT: bytes read, not garbage */
 			p += klen + 1;
 			while (p < eol && (*p == '\t' || *p == ' '))
 				p++;

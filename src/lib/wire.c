@@ -20,7 +20,7 @@ void wire_out_release(struct wire_out *o)
 
 static void put(struct wire_out *o, const void *p, size_t n)
 {
-	if (o->err)
+	if (o->err || n == 0)
 		return;
 	if (n > WIRE_HDR_SIZE + WIRE_MAX_PAYLOAD - o->len) {
 		o->err = SW_ETOOBIG;
