@@ -16,8 +16,9 @@ CC        ?= gcc
 CXX       ?= g++
 PKG_CONFIG ?= pkg-config
 
-LIB_PKGS  := libunwind libdw libcjson
-PKGS      := $(LIB_PKGS) libmicrohttpd libsystemd
+# libunwind is loaded at run time (src/lib/unwind.c): headers only here.
+LIB_PKGS  := libdw libcjson
+PKGS      := libunwind $(LIB_PKGS) libmicrohttpd libsystemd
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
              -Wpointer-arith -Wvla -Wwrite-strings -Wformat=2
 OPT       ?= -O2 -g
@@ -41,7 +42,7 @@ SONAME    := libstackwatch.so.0
 # The agent carries only the collector (no symbolizer: the daemon does that),
 # so a target loads libunwind and nothing else of ours.
 AGENT_LIB := collect dump futex handler loader_guard modules procfs wire \
-             paths strerror
+             paths strerror unwind
 AGENT_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/agent/*.c))) \
               $(AGENT_LIB:%=$(BUILD)/obj/lib/%.o)
 
@@ -102,8 +103,7 @@ $(BUILD)/libstackwatch.so: $(LIB_OBJS) src/lib/libstackwatch.map
 
 $(BUILD)/libstackwatch-agent.so: $(AGENT_OBJS) src/agent/agent.map
 	$(CC) -shared -Wl,--no-undefined -Wl,--version-script=src/agent/agent.map \
-	    -o $@ $(AGENT_OBJS) $(SW_LDFLAGS) \
-	    $(shell $(PKG_CONFIG) --libs libunwind 2>/dev/null) -ldl
+	    -o $@ $(AGENT_OBJS) $(SW_LDFLAGS) -ldl
 
 $(BUILD)/stackwatchd: $(DAEMON_OBJS) $(BUILD)/libstackwatch.a
 	$(CC) -o $@ $(DAEMON_OBJS) $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
@@ -119,7 +119,8 @@ $(BUILD)/libstackwatch.a: $(LIB_OBJS)
 
 # Tests link the static library so each binary is self-contained; they see
 # internal headers too (src/lib) to check the structure under the API.
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a tests/unit/tap.h
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
+		$(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -O0 -Itests/unit -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS) -rdynamic
@@ -140,9 +141,11 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 	$(CC) $(SW_CFLAGS) -O0 -fno-inline -rdynamic -o $@ $< \
 	    $(BUILD)/libstackwatch.a $(SW_LDFLAGS) $(SW_LIBS)
 
-$(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a
+$(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a \
+		tests/unit/tap.h
 	@mkdir -p $(@D)
-	$(CXX) -std=gnu++17 -O0 -g -fno-inline -pthread -Iinclude -Isrc/lib \
+	$(CXX) -std=gnu++17 -O0 -g -fno-inline -pthread -Wall -Wextra -Wshadow \
+	    $(if $(WERROR),-Werror) -Iinclude -Isrc/lib \
 	    $(PKG_CFLAGS) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
 	    -rdynamic -o $@ $< $(BUILD)/libstackwatch.a $(SW_LDFLAGS) $(SW_LIBS)
 
@@ -150,6 +153,9 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libstackwatch.a
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS)
+
+# The client's test includes its source.
+$(BUILD)/tests/test_cli_http: src/cli/http_client.c src/cli/http_client.h
 
 test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS) $(FUZZ_BINS)
 
@@ -195,9 +201,10 @@ tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
 	    SANITIZE=thread check
 
-ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(FIX_C) $(BENCH_SRCS) \
+ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(FIX_C) $(FIX_CXX) \
+         $(BENCH_SRCS) $(wildcard tests/fuzz/*.c) \
          $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c)
-ALL_H := $(wildcard include/*.h src/*/*.h tests/unit/*.h)
+ALL_H := $(wildcard include/*.h src/*/*.h tests/unit/*.h tests/integration/*.h)
 
 lint:
 	@sh scripts/deps.sh lint

@@ -27,12 +27,12 @@ extern "C" {
  * Error codes of our own, below the errno range. A negated errno value
  * (-ENOMEM, -EINVAL, ...) may be returned as well.
  */
-#define SW_EHANDLER (-20001) /* our signal handler was replaced */
-#define SW_ENOSIGNAL (-20002) /* no free real-time signal to use */
-#define SW_ENOTINIT (-20003) /* the collector could not be installed */
-#define SW_EBUSY (-20004) /* every signal slot is still held */
-#define SW_EFORMAT (-20005) /* malformed input */
-#define SW_ETOOBIG (-20006) /* a size cap was reached */
+#define SW_EHANDLER (-20001)   /* our signal handler was replaced */
+#define SW_ENOSIGNAL (-20002)  /* no free real-time signal to use */
+#define SW_ENOTINIT (-20003)   /* the collector could not be installed */
+#define SW_EBUSY (-20004)      /* every signal slot is still held */
+#define SW_EFORMAT (-20005)    /* malformed input */
+#define SW_ETOOBIG (-20006)    /* a size cap was reached */
 #define SW_EINHANDLER (-20007) /* called from inside a signal handler */
 
 /* Default per-dump timeout, in milliseconds. */
@@ -46,10 +46,10 @@ extern "C" {
  * fields without breaking programs built against this one.
  */
 struct sw_dump_opts {
-	size_t size; /* sizeof(struct sw_dump_opts), set by init */
+	size_t size;	/* sizeof(struct sw_dump_opts), set by init */
 	int timeout_ms; /* 1..600000; default SW_DEFAULT_TIMEOUT_MS */
-	int symbolize; /* nonzero: resolve functions, files, lines */
-	int window; /* signals in flight at once, 1..64 */
+	int symbolize;	/* nonzero: resolve functions, files, lines */
+	int window;	/* signals in flight at once, 1..64 */
 };
 
 /* Fills opts with the defaults. Allocates nothing. */

@@ -169,8 +169,8 @@ static void serve(int fd)
 		if (read_all(fd, hdrbuf, sizeof(hdrbuf)) < 0)
 			break;
 		/* The daemon only ever sends small dump requests. */
-		if (wire_parse_hdr(hdrbuf, &h) < 0 ||
-		    h.type != WIRE_DUMP_REQ || h.length > sizeof(body))
+		if (wire_parse_hdr(hdrbuf, &h) < 0 || h.type != WIRE_DUMP_REQ ||
+		    h.length > sizeof(body))
 			break;
 		if (read_all(fd, body, h.length) < 0)
 			break;

@@ -34,8 +34,8 @@ struct http {
 	struct MHD_Daemon *d;
 	struct registry *reg;
 	struct stacks *st;
-	int timeout_ms; /* default per dump */
-	char *token; /* required bearer token, NULL: none */
+	int timeout_ms;		  /* default per dump */
+	char *token;		  /* required bearer token, NULL: none */
 	char *const *allow_hosts; /* extra Host names (the options') */
 	int nallow_hosts;
 };
@@ -63,8 +63,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 
-	r = MHD_create_response_from_buffer(len, body,
-					    MHD_RESPMEM_MUST_FREE);
+	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		free(body);
 		return MHD_NO;
@@ -243,8 +242,7 @@ static unsigned status_of(int rc)
 static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 {
 	if (rc == -ETIMEDOUT)
-		snprintf(buf, size, "pid %d did not answer in time",
-			 (int)pid);
+		snprintf(buf, size, "pid %d did not answer in time", (int)pid);
 	else if (rc == -ECONNRESET)
 		snprintf(buf, size, "pid %d is gone or broke the protocol",
 			 (int)pid);
@@ -318,9 +316,9 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 
 		if (rc < 0 && !many) {
 			buf_release(&b);
-			return send_error(c, status_of(rc), rq->format,
-					  reason_of(rc, why, sizeof(why),
-						    ts[i]->pid));
+			return send_error(
+				c, status_of(rc), rq->format,
+				reason_of(rc, why, sizeof(why), ts[i]->pid));
 		}
 		if (rq->format == FMT_JSON) {
 			cJSON *one = NULL;
@@ -329,7 +327,8 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				rc = render_json(d, &one);
 			else
 				one = error_object(ts[i]->pid, status_of(rc),
-						   reason_of(rc, why, sizeof(why),
+						   reason_of(rc, why,
+							     sizeof(why),
 							     ts[i]->pid));
 			sw_dump_free(d);
 			if (!many) {
@@ -352,8 +351,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 			buf_init(&t, (size_t)1 << 30);
 			render_one(rq->format == FMT_HTML ? &t : &b, d,
 				   rq->format);
-			if (rq->format == FMT_HTML &&
-			    buf_detach(&t, &s) == 0) {
+			if (rq->format == FMT_HTML && buf_detach(&t, &s) == 0) {
 				html_escape(&b, s);
 				free(s);
 			}
@@ -404,7 +402,8 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 			snprintf(why, sizeof(why),
 				 "pid %d is not a registered target",
 				 (int)rq.pid);
-			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format, why);
+			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format,
+					  why);
 		}
 		ret = answer_stacks(h, c, &rq, &t, 1, false);
 		target_put(t);
@@ -641,14 +640,14 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 	log_info("http: %s", line);
 }
 
-int http_start(const struct options *o, struct registry *reg,
-	       struct stacks *st, struct http **out, int *port)
+int http_start(const struct options *o, struct registry *reg, struct stacks *st,
+	       struct http **out, int *port)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
-			 MHD_USE_ITC;
+	unsigned flags =
+		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
 	const union MHD_DaemonInfo *info;
 	struct http *h;
 

@@ -23,7 +23,7 @@ int log_parse_level(const char *s, enum log_level *out)
 		const char *name;
 		enum log_level lvl;
 	} names[] = {
-		{ "error", LOG_LVL_ERR },   { "warning", LOG_LVL_WARNING },
+		{ "error", LOG_LVL_ERR },     { "warning", LOG_LVL_WARNING },
 		{ "notice", LOG_LVL_NOTICE }, { "info", LOG_LVL_INFO },
 		{ "debug", LOG_LVL_DEBUG },
 	};

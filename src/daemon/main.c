@@ -66,7 +66,8 @@ int main(int argc, char **argv)
 		rc = options_read_token(o.token_file, &o.token);
 		if (rc < 0) {
 			fprintf(stderr,
-				"stackwatchd: cannot use the token file %s: %s\n",
+				"stackwatchd: cannot use the token file %s: "
+				"%s\n",
 				o.token_file,
 				rc == -EINVAL ? "empty or malformed token"
 					      : sw_strerror(rc));
@@ -80,14 +81,16 @@ int main(int argc, char **argv)
 	/* Our own threads are a target too: install the collector first. */
 	rc = handler_install();
 	if (rc < 0) {
-		fprintf(stderr, "stackwatchd: cannot install the dump signal "
-				"handler: %s\n",
+		fprintf(stderr,
+			"stackwatchd: cannot install the dump signal "
+			"handler: %s\n",
 			sw_strerror(rc));
 		return 1;
 	}
 	rc = registry_start(o.agent_socket, &reg);
 	if (rc < 0) {
-		fprintf(stderr, "stackwatchd: cannot listen for agents on %s: %s\n",
+		fprintf(stderr,
+			"stackwatchd: cannot listen for agents on %s: %s\n",
 			o.agent_socket, sw_strerror(rc));
 		return 1;
 	}

@@ -216,7 +216,8 @@ static int read_config(struct options *o, const char *path, bool required)
 			continue;
 		eq = strchr(key, '=');
 		if (!eq) {
-			fprintf(stderr, "stackwatchd: %s:%d: expected 'key = value'\n",
+			fprintf(stderr,
+				"stackwatchd: %s:%d: expected 'key = value'\n",
 				path, lineno);
 			rc = -1;
 			break;
@@ -226,8 +227,9 @@ static int read_config(struct options *o, const char *path, bool required)
 		val = trim(eq + 1);
 		k = key_of(key);
 		if (k < 0) {
-			fprintf(stderr, "stackwatchd: %s:%d: unknown key '%s'\n",
-				path, lineno, key);
+			fprintf(stderr,
+				"stackwatchd: %s:%d: unknown key '%s'\n", path,
+				lineno, key);
 			rc = -1;
 			break;
 		}
@@ -298,7 +300,8 @@ int options_parse(struct options *o, int argc, char **argv)
 		if (c == O_CONFIG)
 			continue;
 		if (apply(o, c, optarg) < 0) {
-			fprintf(stderr, "stackwatchd: bad value '%s' for --%s\n",
+			fprintf(stderr,
+				"stackwatchd: bad value '%s' for --%s\n",
 				optarg, name_of(c));
 			return -1;
 		}

@@ -13,15 +13,15 @@
 
 struct options {
 	char listen_addr[64]; /* numeric IPv4 or IPv6 */
-	int listen_port; /* 0: pick a free one */
+	int listen_port;      /* 0: pick a free one */
 	char agent_socket[108];
 	char token_file[4096];
-	char *token; /* read from token_file at start-up; owned */
+	char *token;		/* read from token_file at start-up; owned */
 	int sample_interval_ms; /* 0: no periodic sampling */
 	int stuck_after_s;
 	int timeout_ms;
 	int max_dump_rate; /* per target per second */
-	int history; /* samples kept per target */
+	int history;	   /* samples kept per target */
 	char config[4096];
 	enum log_level log_level;
 	char *allow_hosts[OPT_MAX_HOSTS]; /* extra Host names, owned */

@@ -25,7 +25,8 @@
 #include "wire.h"
 
 #define GRACE_MS 500 /* the agent's deadline plus this, for the answer */
-#define HELLO_MAX (WIRE_HDR_SIZE + 2 * 4 + 2 * 4 + SW_COMM_MAX + WIRE_MAX_STRING)
+#define HELLO_MAX \
+	(WIRE_HDR_SIZE + 2 * 4 + 2 * 4 + SW_COMM_MAX + WIRE_MAX_STRING)
 
 enum { KIND_PENDING = 1, KIND_TARGET = 2, KIND_LISTEN = 3, KIND_WAKE = 4 };
 
@@ -46,7 +47,7 @@ struct registry {
 	struct target *targets;
 	size_t ntargets;
 	struct target *graveyard; /* unlinked, put after the epoll batch */
-	struct pending *pending; /* listener thread only */
+	struct pending *pending;  /* listener thread only */
 	size_t npending;
 	int listen_fd;
 	int wake_fd;

@@ -23,7 +23,7 @@
 
 #define REGISTRY_MAX_TARGETS 4096
 #define REGISTRY_MAX_PENDING 256 /* connections that have not said HELLO */
-#define REGISTRY_HELLO_MS 5000 /* time allowed to say HELLO */
+#define REGISTRY_HELLO_MS 5000	 /* time allowed to say HELLO */
 
 struct target {
 	int kind; /* first: tells targets from pending connections */
@@ -34,15 +34,15 @@ struct target {
 	bool self; /* the daemon itself: dumped in-process */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
-	struct timespec registered_at; /* CLOCK_REALTIME */
-	int fd; /* agent connection, -1 for self */
-	int pidfd; /* -1 when unavailable */
-	_Atomic bool dead; /* unregistered; requests fail */
+	struct timespec registered_at;	 /* CLOCK_REALTIME */
+	int fd;				 /* agent connection, -1 for self */
+	int pidfd;			 /* -1 when unavailable */
+	_Atomic bool dead;		 /* unregistered; requests fail */
 	_Atomic uint64_t last_sample_ms; /* CLOCK_REALTIME ms, 0: never */
 	_Atomic uint32_t last_threads;
 
 	pthread_mutex_t io_lock; /* one request at a time on fd */
-	uint32_t seq; /* under io_lock */
+	uint32_t seq;		 /* under io_lock */
 	uint8_t *rx; /* bytes received, not yet consumed; under io_lock */
 	size_t rx_len;
 	size_t rx_cap;

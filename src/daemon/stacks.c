@@ -12,8 +12,7 @@
 #include "stacks.h"
 
 const double stacks_buckets[STACKS_NBUCKETS] = {
-	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-	0.1,   0.25,   0.5,   1,    2.5,   5,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 };
 
 static int open_module(void *arg, const struct sw_module *m)
@@ -41,9 +40,9 @@ void stacks_release(struct stacks *s)
 static void count(struct stacks *s, int rc, const struct sw_dump *d,
 		  uint64_t us)
 {
-	enum stacks_result res = rc == 0 ? RESULT_OK :
-				 rc == -ETIMEDOUT ? RESULT_TIMEOUT :
-						    RESULT_ERROR;
+	enum stacks_result res = rc == 0	    ? RESULT_OK
+				 : rc == -ETIMEDOUT ? RESULT_TIMEOUT
+						    : RESULT_ERROR;
 
 	atomic_fetch_add(&s->m.dumps[res], 1);
 	for (int b = 0; b < STACKS_NBUCKETS; b++)

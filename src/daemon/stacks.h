@@ -19,12 +19,7 @@
 #define STACKS_NBUCKETS 12
 extern const double stacks_buckets[STACKS_NBUCKETS];
 
-enum stacks_result {
-	RESULT_OK,
-	RESULT_TIMEOUT,
-	RESULT_ERROR,
-	RESULT_COUNT
-};
+enum stacks_result { RESULT_OK, RESULT_TIMEOUT, RESULT_ERROR, RESULT_COUNT };
 
 struct stacks_metrics {
 	_Atomic uint64_t dumps[RESULT_COUNT];

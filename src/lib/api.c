@@ -32,8 +32,8 @@ static int read_opts(const struct sw_dump_opts *in, struct sw_dump_opts *o)
 	sw_dump_opts_init(o);
 	if (!in)
 		return 0;
-	if (in->size < offsetof(struct sw_dump_opts, timeout_ms) +
-			       sizeof(int) ||
+	if (in->size <
+		    offsetof(struct sw_dump_opts, timeout_ms) + sizeof(int) ||
 	    in->size > 4096)
 		return -EINVAL;
 	memcpy(o, in, in->size < sizeof(*o) ? in->size : sizeof(*o));

@@ -29,7 +29,7 @@
 #include "procfs.h"
 
 static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t next_gen; /* under collect_lock */
+static uint64_t next_gen;	   /* under collect_lock */
 static struct collect_stats stats; /* under collect_lock */
 
 /* One dump in progress. */
@@ -45,8 +45,8 @@ struct run {
 	int owner[HANDLER_SLOTS]; /* thread index, or -1 */
 	uint64_t gen[HANDLER_SLOTS];
 	bool usable[HANDLER_SLOTS]; /* false: quarantined */
-	bool *settled; /* per thread: has its final status */
-	size_t *recheck; /* threads seen blocking the signal once */
+	bool *settled;		    /* per thread: has its final status */
+	size_t *recheck;	    /* threads seen blocking the signal once */
 	size_t nrecheck;
 	size_t rechecked; /* how many of them were started again */
 	size_t window;
@@ -150,8 +150,7 @@ static void harvest_slot(struct run *r, int s)
 		t->stime_ms = sl->stime_us / 1000;
 		t->status = SW_ST_OK;
 	}
-	atomic_store_explicit(&sl->word,
-			      SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
+	atomic_store_explicit(&sl->word, SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
 			      memory_order_release);
 	r->owner[s] = -1;
 	r->inflight--;
@@ -249,8 +248,9 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 		if (rc == -EAGAIN && r->inflight > 0)
 			return 0; /* queue full: retry once some drain */
 		if (rc == -ESRCH)
-			dump_thread_set_error(t, SW_ST_EXITED,
-					      "the thread exited during the dump");
+			dump_thread_set_error(
+				t, SW_ST_EXITED,
+				"the thread exited during the dump");
 		else
 			dump_thread_set_error(t, SW_ST_ERROR, sw_strerror(rc));
 		return 1;
@@ -284,8 +284,7 @@ static void finish_at_deadline(struct run *r)
 {
 	char why[64];
 
-	snprintf(why, sizeof(why), "no answer within %d ms",
-		 r->d->timeout_ms);
+	snprintf(why, sizeof(why), "no answer within %d ms", r->d->timeout_ms);
 	for (size_t s = 0; s < r->window; s++) {
 		uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
 		struct sw_thread *t;
@@ -377,8 +376,8 @@ static void signal_all(struct run *r)
 	finish_at_deadline(r);
 }
 
-static int init_threads(struct run *r, const uint64_t *self_ips,
-			size_t self_n, bool traced)
+static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
+			bool traced)
 {
 	struct sw_dump *d = r->d;
 	pid_t self = (pid_t)syscall(SYS_gettid);
@@ -403,6 +402,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips,
 
 		t->tid = tids[i];
 		t->state = '?';
+		t->name[0] = '?'; /* until /proc says: a thread may be gone */
 		t->group = -1;
 		t->unchanged_s = -1;
 		t->status = SW_ST_TIMEOUT; /* until it answers */
@@ -410,7 +410,8 @@ static int init_threads(struct run *r, const uint64_t *self_ips,
 			r->settled[i] = true;
 			if (procfs_read_task(r->taskfd, self, &pt, NULL) == 0)
 				fill_task(r, t, &pt);
-			t->ips = malloc((self_n ? self_n : 1) * sizeof(uint64_t));
+			t->ips = malloc((self_n ? self_n : 1) *
+					sizeof(uint64_t));
 			if (!t->ips) {
 				free(tids);
 				return -ENOMEM;
@@ -423,8 +424,9 @@ static int init_threads(struct run *r, const uint64_t *self_ips,
 			r->settled[i] = true;
 			if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
 				fill_task(r, t, &pt);
-			dump_thread_set_error(t, SW_ST_SKIPPED,
-					      "a debugger is attached to the process");
+			dump_thread_set_error(
+				t, SW_ST_SKIPPED,
+				"a debugger is attached to the process");
 		}
 	}
 	free(tids);
@@ -500,8 +502,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	r.d->pid = r.pid;
 	r.d->timeout_ms = opts->timeout_ms;
 	clock_gettime(CLOCK_REALTIME, &r.d->collected_at);
-	r.taskfd = open("/proc/self/task",
-			O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	r.taskfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r.taskfd < 0) {
 		rc = -errno;
 		goto out_free;

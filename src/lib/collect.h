@@ -16,7 +16,7 @@
 
 struct collect_opts {
 	int timeout_ms; /* 1..600000 */
-	int window; /* 1..HANDLER_SLOTS */
+	int window;	/* 1..HANDLER_SLOTS */
 };
 
 /* Counters since the process started; the daemon exports them. */

@@ -8,12 +8,9 @@
 #include "dump.h"
 
 static const char *const status_names[SW_ST_COUNT] = {
-	[SW_ST_OK] = "ok",
-	[SW_ST_TIMEOUT] = "timeout",
-	[SW_ST_EXITED] = "exited",
-	[SW_ST_BLOCKED] = "blocked-signal",
-	[SW_ST_SKIPPED] = "skipped",
-	[SW_ST_ERROR] = "error",
+	[SW_ST_OK] = "ok",	     [SW_ST_TIMEOUT] = "timeout",
+	[SW_ST_EXITED] = "exited",   [SW_ST_BLOCKED] = "blocked-signal",
+	[SW_ST_SKIPPED] = "skipped", [SW_ST_ERROR] = "error",
 };
 
 const char *dump_status_name(enum sw_status st)

@@ -20,11 +20,11 @@
 
 #include "stackwatch.h"
 
-#define SW_MAX_FRAMES 256 /* raw ips captured per thread */
+#define SW_MAX_FRAMES 256    /* raw ips captured per thread */
 #define SW_MAX_THREADS 65536 /* threads per dump */
-#define SW_MAX_MODULES 4096 /* modules per dump */
-#define SW_BUILD_ID_MAX 64 /* bytes of a build-id */
-#define SW_COMM_MAX 16 /* bytes of a task name, NUL included */
+#define SW_MAX_MODULES 4096  /* modules per dump */
+#define SW_BUILD_ID_MAX 64   /* bytes of a build-id */
+#define SW_COMM_MAX 16	     /* bytes of a task name, NUL included */
 
 enum sw_status {
 	SW_ST_OK = 0,
@@ -38,18 +38,18 @@ enum sw_status {
 
 /* Thread flags. */
 #define SW_TF_FIRST_EXACT 0x1 /* ips[0] is an interrupted pc, not a return */
-#define SW_TF_IN_LOADER 0x2 /* stopped inside the dynamic loader */
-#define SW_TF_TRUNCATED 0x4 /* more than SW_MAX_FRAMES frames */
+#define SW_TF_IN_LOADER 0x2   /* stopped inside the dynamic loader */
+#define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
 
 /* One symbolized frame. Strings are owned by the thread's frame array. */
 struct sw_frame {
 	uint64_t ip;
-	int module; /* index into dump->modules, -1 when unknown */
+	int module;	 /* index into dump->modules, -1 when unknown */
 	uint64_t offset; /* ip - module bias; ip when module is -1 */
-	char *function; /* demangled, NULL when unknown */
-	char *file; /* absolute source path, NULL when unknown */
-	int line; /* 0 when unknown */
-	bool inlined; /* inlined into the next frame */
+	char *function;	 /* demangled, NULL when unknown */
+	char *file;	 /* absolute source path, NULL when unknown */
+	int line;	 /* 0 when unknown */
+	bool inlined;	 /* inlined into the next frame */
 };
 
 struct sw_thread {
@@ -59,22 +59,22 @@ struct sw_thread {
 	uint64_t utime_ms;
 	uint64_t stime_ms;
 	enum sw_status status;
-	char *error; /* reason when status is not ok, owned */
-	uint32_t flags; /* SW_TF_* */
+	char *error;	      /* reason when status is not ok, owned */
+	uint32_t flags;	      /* SW_TF_* */
 	uint64_t captured_ns; /* CLOCK_MONOTONIC at capture, 0 unknown */
 	size_t nips;
 	uint64_t *ips; /* raw, innermost first; owned */
 	size_t nframes;
 	struct sw_frame *frames; /* after symbolization; owned */
-	int group; /* index into dump->groups, -1 for none */
+	int group;		 /* index into dump->groups, -1 for none */
 	double unchanged_s; /* seconds the stack stayed the same; < 0: n/a */
 };
 
 struct sw_module {
-	char *path; /* owned */
-	uint64_t bias; /* load bias: address minus link-time address */
+	char *path;	/* owned */
+	uint64_t bias;	/* load bias: address minus link-time address */
 	uint64_t start; /* lowest mapped address of its PT_LOAD segments */
-	uint64_t end; /* one past the highest */
+	uint64_t end;	/* one past the highest */
 	uint32_t build_id_len; /* 0 when the module has none */
 	uint8_t build_id[SW_BUILD_ID_MAX];
 };
@@ -82,13 +82,13 @@ struct sw_module {
 struct sw_group {
 	size_t count;
 	pid_t *tids; /* owned, count entries, ascending */
-	size_t rep; /* index of the thread whose frames stand for the group */
+	size_t rep;  /* index of the thread whose frames stand for the group */
 };
 
 struct sw_dump {
 	pid_t pid;
 	char comm[SW_COMM_MAX];
-	char *cmdline; /* arguments joined by spaces; owned */
+	char *cmdline;		      /* arguments joined by spaces; owned */
 	struct timespec collected_at; /* CLOCK_REALTIME at start */
 	uint64_t elapsed_us;
 	uint64_t skew_us;

@@ -9,9 +9,7 @@
  * loader's lock, which loader_guard.c handles.
  */
 #define _GNU_SOURCE
-#define UNW_LOCAL_ONLY
 #include <errno.h>
-#include <libunwind.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +23,7 @@
 #include "futex.h"
 #include "handler.h"
 #include "loader_guard.h"
+#include "unwind.h"
 
 struct slot handler_slots[HANDLER_SLOTS];
 _Atomic uint32_t handler_done_seq;
@@ -62,21 +61,21 @@ static void unwind_into(struct slot *s, ucontext_t *uc)
 		s->flags |= SW_TF_IN_LOADER;
 		return;
 	}
-	if (unw_init_local2(&cursor, (unw_context_t *)uc,
-			    UNW_INIT_SIGNAL_FRAME) < 0) {
+	if (unwind.init_local2(&cursor, (unw_context_t *)uc,
+			       UNW_INIT_SIGNAL_FRAME) < 0) {
 		s->ips[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 		s->nips = 1;
 		return;
 	}
 	do {
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+		if (unwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
 		if (n == SW_MAX_FRAMES) {
 			s->flags |= SW_TF_TRUNCATED;
 			break;
 		}
 		s->ips[n++] = ip;
-	} while (unw_step(&cursor) > 0);
+	} while (unwind.step(&cursor) > 0);
 	s->nips = n;
 }
 
@@ -143,11 +142,17 @@ size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
 	unw_word_t ip;
 	size_t n = 0;
 
-	if (unw_getcontext(&uc) < 0 || unw_init_local(&cursor, &uc) < 0)
+	/* The caller may come before the first dump installed anything. */
+	if (!unwind.step) {
+		handler_install();
+		if (!unwind.step)
+			return 0;
+	}
+	if (unwind.getcontext(&uc) < 0 || unwind.init_local(&cursor, &uc) < 0)
 		return 0;
 	/* Each step leaves a frame: the first lands in our caller. */
-	while (unw_step(&cursor) > 0) {
-		if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+	while (unwind.step(&cursor) > 0) {
+		if (unwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
 		if (skip > 0) {
 			skip--;
@@ -208,7 +213,7 @@ static void prime_unwinder(void)
 	 * against 21 without, 1000 threads); the per-thread one allocates on
 	 * first use in each thread.
 	 */
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_NONE);
+	unwind.set_caching_policy(*unwind.local_addr_space, UNW_CACHE_NONE);
 	handler_unwind_self(ips, 8, 0);
 	memset(handler_slots, 0, sizeof(handler_slots));
 }
@@ -219,6 +224,10 @@ static void install(void)
 	int signo;
 
 	loader_guard_init();
+	if (unwind_load() < 0) {
+		install_result = SW_ENOTINIT;
+		return;
+	}
 	prime_unwinder();
 	signo = choose_signal();
 	if (signo < 0) {

@@ -21,10 +21,10 @@
 
 /* Slot states, the low two bits of a slot word; the rest is generation. */
 enum {
-	SLOT_FREE = 0, /* usable by the dumper */
-	SLOT_ARMED = 1, /* signal sent, waiting for the handler */
+	SLOT_FREE = 0,	  /* usable by the dumper */
+	SLOT_ARMED = 1,	  /* signal sent, waiting for the handler */
 	SLOT_WRITING = 2, /* a handler claimed it and is writing */
-	SLOT_DONE = 3, /* the handler published; the dumper may read */
+	SLOT_DONE = 3,	  /* the handler published; the dumper may read */
 };
 #define SLOT_WORD(gen, state) (((uint64_t)(gen) << 2) | (state))
 #define SLOT_STATE(w) ((unsigned)((w)&3))

@@ -16,7 +16,8 @@
 
 #include "loader_guard.h"
 
-__thread volatile int sw_loader_depth __attribute__((tls_model("initial-exec")));
+__thread volatile int sw_loader_depth
+	__attribute__((tls_model("initial-exec")));
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
@@ -35,16 +36,16 @@ static void *next_symbol(const char *name)
 	return dlsym(RTLD_NEXT, name);
 }
 
-#define RESOLVE(var, type, name)                                        \
-	do {                                                            \
+#define RESOLVE(var, type, name)                                           \
+	do {                                                               \
 		if (!atomic_load_explicit(&(var), memory_order_acquire)) { \
-			union {                                         \
-				void *p;                                \
-				type f;                                 \
-			} u = { .p = next_symbol(name) };               \
-			atomic_store_explicit(&(var), u.f,              \
-					      memory_order_release);    \
-		}                                                       \
+			union {                                            \
+				void *p;                                   \
+				type f;                                    \
+			} u = { .p = next_symbol(name) };                  \
+			atomic_store_explicit(&(var), u.f,                 \
+					      memory_order_release);       \
+		}                                                          \
 	} while (0)
 
 void loader_guard_init(void)

@@ -25,9 +25,9 @@ int paths_default_socket(char *buf, size_t size)
 		return fits(snprintf(buf, size, "/run/stackwatch/agent.sock"),
 			    size);
 	if (xdg && xdg[0] == '/')
-		return fits(snprintf(buf, size, "%s/stackwatch/agent.sock",
-				     xdg),
-			    size);
+		return fits(
+			snprintf(buf, size, "%s/stackwatch/agent.sock", xdg),
+			size);
 	return fits(snprintf(buf, size, "/tmp/stackwatch-%u/agent.sock",
 			     (unsigned)geteuid()),
 		    size);

@@ -193,23 +193,24 @@ int procfs_list_tasks(int taskfd, size_t max, pid_t **out, size_t *n)
 		return -ENOMEM;
 	if (lseek(taskfd, 0, SEEK_SET) < 0)
 		goto fail_errno;
-	while ((nread = syscall(SYS_getdents64, taskfd, dbuf,
-				sizeof(dbuf))) > 0) {
+	while ((nread = syscall(SYS_getdents64, taskfd, dbuf, sizeof(dbuf))) >
+	       0) {
 		for (long off = 0; off < nread;) {
 			struct dirent64 *de = (struct dirent64 *)(dbuf + off);
 			const char *s = de->d_name;
 			uint64_t v;
 
 			off += de->d_reclen;
-			if (!parse_u64(&s, s + strlen(s), &v) || *s ||
-			    v == 0 || v > INT32_MAX)
+			if (!parse_u64(&s, s + strlen(s), &v) || *s || v == 0 ||
+			    v > INT32_MAX)
 				continue;
 			if (cnt == max) {
 				free(ids);
 				return SW_ETOOBIG;
 			}
 			if (cnt == cap) {
-				pid_t *bigger = realloc(ids, 2 * cap * sizeof(*ids));
+				pid_t *bigger =
+					realloc(ids, 2 * cap * sizeof(*ids));
 				if (!bigger) {
 					free(ids);
 					return -ENOMEM;
@@ -232,8 +233,8 @@ fail_errno:
 	return (int)nread;
 }
 
-int procfs_parse_status_task(const char *buf, size_t len,
-			     struct procfs_task *t, uint64_t *sigblk)
+int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
+			     uint64_t *sigblk)
 {
 	const char *name = status_value(buf, len, "Name");
 	const char *state = status_value(buf, len, "State");

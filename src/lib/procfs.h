@@ -50,8 +50,8 @@ int procfs_list_tasks(int taskfd, size_t max, pid_t **out, size_t *n);
  * Parses the text of /proc/PID/task/TID/status: name, state and the
  * blocked-signal mask (CPU times are left 0). 0 or SW_EFORMAT.
  */
-int procfs_parse_status_task(const char *buf, size_t len,
-			     struct procfs_task *t, uint64_t *sigblk);
+int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
+			     uint64_t *sigblk);
 
 /*
  * Reads one task. With sigblk, from its status file: name, state and the

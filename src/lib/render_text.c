@@ -83,7 +83,8 @@ static void put_frame(struct out *o, const struct sw_dump *d, size_t i,
 	 * list, and placeholders such as "[in dynamic loader]" are not
 	 * functions.
 	 */
-	if (!f->function || (f->function[0] != '[' && !strchr(f->function, '(')))
+	if (!f->function ||
+	    (f->function[0] != '[' && !strchr(f->function, '(')))
 		put(o, " ()");
 	if (f->file && f->line > 0) {
 		put(o, " at ");

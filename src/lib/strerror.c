@@ -18,7 +18,8 @@ const char *sw_strerror(int err)
 	case SW_ENOSIGNAL:
 		return "no free real-time signal for the dump";
 	case SW_ENOTINIT:
-		return "the collector is not installed";
+		return "the collector could not be installed (is libunwind "
+		       "missing?)";
 	case SW_EBUSY:
 		return "every signal slot is still held by a late handler";
 	case SW_EFORMAT:

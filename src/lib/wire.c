@@ -243,8 +243,8 @@ int wire_decode_dump_req(const void *p, size_t len, struct wire_dump_req *r)
 	wire_in_init(&in, p, len);
 	r->timeout_ms = wire_get_u32(&in);
 	r->window = wire_get_u32(&in);
-	if (in.err || in.left || r->timeout_ms < 1 ||
-	    r->timeout_ms > 600000 || r->window < 1 || r->window > 64)
+	if (in.err || in.left || r->timeout_ms < 1 || r->timeout_ms > 600000 ||
+	    r->window < 1 || r->window > 64)
 		return SW_EFORMAT;
 	return 0;
 }
@@ -382,15 +382,15 @@ static int get_dump(struct wire_in *in, struct sw_dump *d)
 	d->timeout_ms = (int)wire_get_u32(in);
 	if (in->err)
 		return in->err;
-	if (d->collected_at.tv_nsec >= 1000000000L || d->collected_at.tv_sec < 0 ||
-	    d->timeout_ms < 1 || d->timeout_ms > 600000)
+	if (d->collected_at.tv_nsec >= 1000000000L ||
+	    d->collected_at.tv_sec < 0 || d->timeout_ms < 1 ||
+	    d->timeout_ms > 600000)
 		return SW_EFORMAT;
 	/* A thread is at least 52 bytes on the wire, a module 33. */
 	d->nthreads = get_count(in, SW_MAX_THREADS, 52);
 	if (in->err)
 		return in->err;
-	d->threads = calloc(d->nthreads ? d->nthreads : 1,
-			    sizeof(*d->threads));
+	d->threads = calloc(d->nthreads ? d->nthreads : 1, sizeof(*d->threads));
 	if (!d->threads) {
 		d->nthreads = 0;
 		return -ENOMEM;
@@ -403,8 +403,7 @@ static int get_dump(struct wire_in *in, struct sw_dump *d)
 	d->nmodules = get_count(in, SW_MAX_MODULES, 33);
 	if (in->err)
 		return in->err;
-	d->modules = calloc(d->nmodules ? d->nmodules : 1,
-			    sizeof(*d->modules));
+	d->modules = calloc(d->nmodules ? d->nmodules : 1, sizeof(*d->modules));
 	if (!d->modules) {
 		d->nmodules = 0;
 		return -ENOMEM;

@@ -29,12 +29,12 @@
 #define WIRE_VERSION 1
 #define WIRE_HDR_SIZE 16
 #define WIRE_MAX_PAYLOAD (64u << 20) /* 64 MiB */
-#define WIRE_MAX_STRING 4096 /* paths, command lines */
-#define WIRE_MAX_ERROR 256 /* a thread's error text */
+#define WIRE_MAX_STRING 4096	     /* paths, command lines */
+#define WIRE_MAX_ERROR 256	     /* a thread's error text */
 
 enum wire_type {
-	WIRE_HELLO = 1, /* agent -> daemon, once after connecting */
-	WIRE_DUMP_REQ = 2, /* daemon -> agent */
+	WIRE_HELLO = 1,	    /* agent -> daemon, once after connecting */
+	WIRE_DUMP_REQ = 2,  /* daemon -> agent */
 	WIRE_DUMP_RESP = 3, /* agent -> daemon, same seq as the request */
 };
 
@@ -58,7 +58,7 @@ struct wire_hello {
 /* DUMP_REQ. */
 struct wire_dump_req {
 	uint32_t timeout_ms; /* 1..600000 */
-	uint32_t window; /* 1..64 */
+	uint32_t window;     /* 1..64 */
 };
 
 /* A write cursor over a growable buffer. */

@@ -46,8 +46,9 @@ static void copy_proc(const char *dir, const char *src, const char *name)
 
 int main(int argc, char **argv)
 {
-	struct wire_hello h = { .pid = 42, .signo = 38, .comm = "seed",
-				.cmdline = "seed --flag" };
+	struct wire_hello h = {
+		.pid = 42, .signo = 38, .comm = "seed", .cmdline = "seed --flag"
+	};
 	struct wire_dump_req r = { .timeout_ms = 1000, .window = 64 };
 	struct sw_dump_opts o;
 	struct sw_dump *d;

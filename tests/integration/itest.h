@@ -63,7 +63,8 @@ static inline int itest_find_port(const char *log)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "listening on http://127.0.0.1:%d", &port) == 1)
+		if (sscanf(line, "listening on http://127.0.0.1:%d", &port) ==
+		    1)
 			break;
 	fclose(f);
 	return port;
@@ -171,8 +172,7 @@ static inline void itest_daemon_cleanup(struct itest_daemon *d)
  * The child's stdout goes to *out_fd (a pipe) when out_fd is not NULL.
  */
 static inline pid_t itest_spawn_io(const struct itest_daemon *d,
-				   char *const argv[], int *out_fd,
-				   int *in_fd)
+				   char *const argv[], int *out_fd, int *in_fd)
 {
 	char agent[256];
 	int p[2] = { -1, -1 }, q[2] = { -1, -1 };

@@ -194,7 +194,7 @@ static void test_hostile(const struct itest_daemon *d, pid_t healthy)
 	/* A HELLO header announcing 64 MiB, then nothing. */
 	{
 		unsigned char h[16] = { 'S', 'W', 'A', 'T', 1, 0, 1, 0,
-					0,   0,   0,   4,   0, 0, 0, 0 };
+					0,   0,	  0,   4,   0, 0, 0, 0 };
 		fd = connect_sock(d->sock);
 		n += fd >= 0 && write(fd, h, sizeof(h)) == sizeof(h);
 		close(fd);
@@ -202,7 +202,7 @@ static void test_hostile(const struct itest_daemon *d, pid_t healthy)
 	/* A truncated HELLO. */
 	{
 		unsigned char h[20] = { 'S', 'W', 'A', 'T', 1, 0, 1, 0,
-					100, 0,   0,   0,   0, 0, 0, 0 };
+					100, 0,	  0,   0,   0, 0, 0, 0 };
 		fd = connect_sock(d->sock);
 		n += fd >= 0 && write(fd, h, sizeof(h)) == sizeof(h);
 		close(fd);

@@ -17,7 +17,8 @@ static cJSON *find_group_with(cJSON *doc, const char *function)
 		{
 			cJSON *fn = cJSON_GetObjectItem(f, "function");
 
-			if (cJSON_IsString(fn) && strstr(fn->valuestring, function))
+			if (cJSON_IsString(fn) &&
+			    strstr(fn->valuestring, function))
 				return g;
 		}
 	}
@@ -168,8 +169,8 @@ static void check_stopped(const struct itest_daemon *d, pid_t pid)
 	ms = itest_now_ms() - t0;
 	TAP_OK(status == 504 && j && cJSON_GetObjectItem(j, "error"),
 	       "a stopped target is 504 (got %d)", status);
-	TAP_OK(ms < 200 + 500 + 300, "the 504 came within the deadline (%ld ms)",
-	       ms);
+	TAP_OK(ms < 200 + 500 + 300,
+	       "the 504 came within the deadline (%ld ms)", ms);
 	cJSON_Delete(j);
 	kill(pid, SIGCONT);
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)pid);
@@ -227,8 +228,8 @@ int main(void)
 	check_stopped(&d, pid);
 
 	j = itest_get_json(&d, "/api/v1/stacks", &status);
-	TAP_OK(status == 200 &&
-		       cJSON_GetArraySize(cJSON_GetObjectItem(j, "processes")) >= 2,
+	TAP_OK(status == 200 && cJSON_GetArraySize(cJSON_GetObjectItem(
+					j, "processes")) >= 2,
 	       "all processes at once");
 	cJSON_Delete(j);
 

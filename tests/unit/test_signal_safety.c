@@ -496,6 +496,9 @@ int main(void)
 	const char *strict = getenv("SW_TRAP_LIBUNWIND_LOCKS");
 
 	strict_locks = strict && !strcmp(strict, "1");
+	/* The collector loads libunwind privately when it installs. */
+	TAP_OK(handler_install() > 0, "the collector installs (signal %d)",
+	       handler_signal());
 	dl_iterate_phdr(find_libunwind, NULL);
 	TAP_OK(unwind_lo && unwind_hi > unwind_lo,
 	       "found libunwind's code (%#lx-%#lx)", (unsigned long)unwind_lo,

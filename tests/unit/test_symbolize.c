@@ -545,7 +545,8 @@ static void test_cost(void)
 		 (double)(t2 - t1) / 1e6, frames,
 		 (double)(t2 - t1) / (double)frames);
 	/* Speed is make bench's business; here only that it is cached. */
-	TAP_OK(sym_cache_hits(s) >= frames, "the warm dump came from the cache");
+	TAP_OK(sym_cache_hits(s) >= frames,
+	       "the warm dump came from the cache");
 	sym_free(s);
 	sw_dump_free(d);
 }

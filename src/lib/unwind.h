@@ -1,0 +1,37 @@
+/*
+ * unwind.h - libunwind, loaded privately.
+ *
+ * Linked normally, libunwind.so would sit in the program's global symbol
+ * scope, where its _Unwind_* functions replace libgcc's as the C++
+ * exception unwinder of every program the agent is preloaded into (and
+ * its backtrace() replaces glibc's). So we load it with
+ * dlopen(RTLD_LOCAL) and call the few functions we need through pointers
+ * resolved once, before any signal is sent.
+ */
+#ifndef SW_UNWIND_H
+#define SW_UNWIND_H
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+struct unwind_api {
+	int (*getcontext)(unw_context_t *);
+	int (*init_local)(unw_cursor_t *, unw_context_t *);
+	int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
+	int (*step)(unw_cursor_t *);
+	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
+	unw_addr_space_t *local_addr_space;
+};
+
+/* Filled by unwind_load(); read-only afterwards. */
+extern struct unwind_api unwind;
+
+/*
+ * Loads libunwind and resolves every function. Call once, outside signal
+ * context (it takes the loader's lock). Returns 0, or SW_ENOTINIT when
+ * libunwind is missing. Not thread-safe: the caller serializes.
+ */
+int unwind_load(void);
+
+#endif /* SW_UNWIND_H */
