@@ -42,7 +42,7 @@ SONAME    := libstackwatch.so.0
 # The agent carries only the collector (no symbolizer: the daemon does that),
 # so a target loads libunwind and nothing else of ours.
 AGENT_LIB := collect dump futex handler loader_guard modules procfs wire \
-             paths strerror unwind
+             paths strerror unwind sigmask
 AGENT_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/agent/*.c))) \
               $(AGENT_LIB:%=$(BUILD)/obj/lib/%.o)
 

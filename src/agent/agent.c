@@ -26,8 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "collect.h"
+#include "exec.h"
 #include "handler.h"
 #include "paths.h"
 #include "procfs.h"
@@ -236,14 +236,10 @@ static int start_thread(void)
 
 static void atfork_child(void)
 {
+	exec_atfork_child();
 	/* The child has no agent thread: it registers under its own pid. */
 	if (start_thread() < 0)
 		say("cannot start the agent thread in a child", -EAGAIN);
-}
-
-int agent_signal(void)
-{
-	return agent_signo;
 }
 
 __attribute__((constructor)) static void agent_init(void)
@@ -258,6 +254,7 @@ __attribute__((constructor)) static void agent_init(void)
 		say("cannot use the agent socket path", rc);
 		return;
 	}
+	exec_init();
 	rc = handler_install();
 	if (rc < 0) {
 		say("cannot install the dump signal handler", rc);

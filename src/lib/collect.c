@@ -535,6 +535,16 @@ out_unlock:
 	return rc;
 }
 
+void collect_hold(void)
+{
+	pthread_mutex_lock(&collect_lock);
+}
+
+void collect_release(void)
+{
+	pthread_mutex_unlock(&collect_lock);
+}
+
 void collect_get_stats(struct collect_stats *out)
 {
 	pthread_mutex_lock(&collect_lock);

@@ -40,6 +40,15 @@ struct collect_stats {
 int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		 size_t self_n, struct sw_dump **out);
 
+/*
+ * Waits for a dump in progress to finish and keeps any other from starting
+ * until collect_release(): around execve(), so no signal of ours can be
+ * sent to a thread that is about to become a new program (a pending
+ * real-time signal survives exec, and there its default action kills).
+ */
+void collect_hold(void);
+void collect_release(void);
+
 /* A snapshot of the counters. */
 void collect_get_stats(struct collect_stats *out);
 

@@ -23,6 +23,7 @@
 #include "futex.h"
 #include "handler.h"
 #include "loader_guard.h"
+#include "sigmask.h"
 #include "unwind.h"
 
 struct slot handler_slots[HANDLER_SLOTS];
@@ -224,6 +225,7 @@ static void install(void)
 	int signo;
 
 	loader_guard_init();
+	sigmask_init();
 	if (unwind_load() < 0) {
 		install_result = SW_ENOTINIT;
 		return;
@@ -243,7 +245,19 @@ static void install(void)
 	 * and returns at once.
 	 */
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
+	/*
+	 * Every other signal waits while we unwind: no handler of the
+	 * application can run in the middle of libunwind or the loader on
+	 * this thread (what libunwind's own masking is for, see sigmask.c).
+	 * Faults stay deliverable: a blocked SIGSEGV would kill at once.
+	 */
+	sigfillset(&sa.sa_mask);
+	sigdelset(&sa.sa_mask, signo);
+	sigdelset(&sa.sa_mask, SIGSEGV);
+	sigdelset(&sa.sa_mask, SIGBUS);
+	sigdelset(&sa.sa_mask, SIGILL);
+	sigdelset(&sa.sa_mask, SIGFPE);
+	sigdelset(&sa.sa_mask, SIGTRAP);
 	if (sigaction(signo, &sa, NULL) < 0) {
 		install_result = -errno;
 		return;

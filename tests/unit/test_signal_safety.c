@@ -396,9 +396,9 @@ static void *worker_main(void *arg)
 	snprintf(name, sizeof(name), "w-%s", worker_names[id]);
 	pthread_setname_np(pthread_self(), name);
 	if (id == W_MASKED) {
-		sigset_t all;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, NULL);
+		/* Raw: libc's calls keep the dump signal deliverable. */
+		uint64_t all = ~0ull;
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, NULL, 8);
 	}
 	worker_tids[id] = tu_gettid();
 	atomic_fetch_add(&started, 1);

@@ -1,5 +1,6 @@
 /*
- * sigmask.c - keeps the dump signal deliverable.
+ * sigmask.c - keeps the dump signal deliverable, and keeps the handler
+ * free of mask system calls.
  *
  * Many servers block every signal in their workers and take signals in one
  * thread with sigwait() or a signalfd; inherited by every worker, that mask
@@ -9,20 +10,29 @@
  * state, so this cannot defeat the application's reason for masking. A
  * thread that blocks it by raw system call is still seen (SigBlk) and
  * reported "blocked-signal".
+ *
+ * Inside our handler every other signal is already blocked by the kernel
+ * (the handler's sa_mask), so the masking libunwind does around each frame
+ * (two system calls each time, some seventy per thread) buys nothing
+ * there: while handler_depth is set these calls do nothing and report a
+ * full mask as the old one, which the matching restore then ignores too.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
-#include "agent.h"
+#include "handler.h"
+#include "sigmask.h"
 
 typedef int (*mask_fn)(int, const sigset_t *, sigset_t *);
 
 static _Atomic(mask_fn) real_sigprocmask;
 static _Atomic(mask_fn) real_pthread_sigmask;
 
+/* Not in signal context: sigmask_init() resolves both first. */
 static mask_fn resolve(_Atomic(mask_fn) *slot, const char *name)
 {
 	mask_fn f = atomic_load_explicit(slot, memory_order_acquire);
@@ -41,7 +51,7 @@ static mask_fn resolve(_Atomic(mask_fn) *slot, const char *name)
 /* The set the caller asked for, minus our signal where it would block it. */
 static const sigset_t *filter(int how, const sigset_t *set, sigset_t *copy)
 {
-	int signo = agent_signal();
+	int signo = handler_signal();
 
 	if (!set || signo <= 0 || how == SIG_UNBLOCK)
 		return set;
@@ -52,11 +62,30 @@ static const sigset_t *filter(int how, const sigset_t *set, sigset_t *copy)
 	return copy;
 }
 
+void sigmask_init(void)
+{
+	resolve(&real_sigprocmask, "sigprocmask");
+	resolve(&real_pthread_sigmask, "pthread_sigmask");
+}
+
+/* In our handler: nothing to do; "old" is a full mask. */
+static bool in_handler(sigset_t *old)
+{
+	if (!handler_depth)
+		return false;
+	if (old)
+		sigfillset(old);
+	return true;
+}
+
 int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	mask_fn f = resolve(&real_sigprocmask, "sigprocmask");
+	mask_fn f;
 	sigset_t copy;
 
+	if (in_handler(old))
+		return 0;
+	f = resolve(&real_sigprocmask, "sigprocmask");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
@@ -66,9 +95,12 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 
 int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	mask_fn f = resolve(&real_pthread_sigmask, "pthread_sigmask");
+	mask_fn f;
 	sigset_t copy;
 
+	if (in_handler(old))
+		return 0;
+	f = resolve(&real_pthread_sigmask, "pthread_sigmask");
 	if (!f)
 		return ENOSYS;
 	return f(how, filter(how, set, &copy), old);
