@@ -20,6 +20,8 @@
 #include "buf.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
+#include "watch.h"
 #include "procfs.h"
 #include "render.h"
 
@@ -34,6 +36,7 @@ struct http {
 	struct MHD_Daemon *d;
 	struct registry *reg;
 	struct stacks *st;
+	struct scheduler *sched;  /* NULL: no periodic sampling */
 	int timeout_ms;		  /* default per dump */
 	char *token;		  /* required bearer token, NULL: none */
 	char *const *allow_hosts; /* extra Host names (the options') */
@@ -292,6 +295,29 @@ static void add_html_head(struct buf *b, const char *title)
 		    "color:#ddd}a{color:#8cf}}</style></head><body>\n");
 }
 
+/*
+ * The dump to render for t: the shared one (*sd, coalesced and rate
+ * limited), or without symbols a private copy of it (*own). *d points at
+ * whichever it is.
+ */
+static int take_dump(struct http *h, struct target *t,
+		     const struct stacks_req *rq, struct sdump **sd,
+		     struct sw_dump **own, const struct sw_dump **d)
+{
+	int rc = stacks_get(h->st, t, rq->timeout_ms, sd);
+
+	if (rc < 0)
+		return rc;
+	*d = (*sd)->d;
+	if (rq->symbols)
+		return 0;
+	rc = stacks_unsymbolized(h->st, (*sd)->d, own);
+	sdump_put(*sd);
+	*sd = NULL;
+	*d = *own;
+	return rc;
+}
+
 /* Dumps every target of ts (n of them) and answers in rq's format. */
 static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct stacks_req *rq,
@@ -309,10 +335,11 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 	if (rq->format == FMT_HTML)
 		add_html_head(&b, "stackwatch: stacks");
 	for (size_t i = 0; i < n; i++) {
-		struct sw_dump *d = NULL;
+		const struct sw_dump *d = NULL;
+		struct sdump *sd = NULL;
+		struct sw_dump *own = NULL;
 		char why[256];
-		int rc = stacks_dump(h->st, ts[i], rq->timeout_ms, rq->symbols,
-				     &d);
+		int rc = take_dump(h, ts[i], rq, &sd, &own, &d);
 
 		if (rc < 0 && !many) {
 			buf_release(&b);
@@ -330,7 +357,8 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 						   reason_of(rc, why,
 							     sizeof(why),
 							     ts[i]->pid));
-			sw_dump_free(d);
+			sdump_put(sd);
+			sw_dump_free(own);
 			if (!many) {
 				buf_release(&b);
 				if (rc < 0 || !one)
@@ -367,7 +395,8 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 			buf_adds(&b, "</pre>\n");
 		else if (rq->format == FMT_TEXT && i + 1 < n)
 			buf_adds(&b, "\n");
-		sw_dump_free(d);
+		sdump_put(sd);
+		sw_dump_free(own);
 	}
 	if (doc) {
 		buf_release(&b);
@@ -478,6 +507,100 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
 	}
 	registry_put_all(ts, n);
 	return send_json(c, MHD_HTTP_OK, doc);
+}
+
+static enum MHD_Result handle_stuck(struct http *h, struct MHD_Connection *c)
+{
+	cJSON *doc;
+
+	if (watch_stuck(h->st, h->reg, &doc, NULL) < 0)
+		return send_error(c, 500, FMT_JSON, "out of memory");
+	return send_json(c, MHD_HTTP_OK, doc);
+}
+
+/* Parses "since": seconds, a positive number up to a day. */
+static bool parse_since(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || strlen(s) > 16)
+		return false;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !(v >= 0 && v <= 86400))
+		return false;
+	*out = v;
+	return true;
+}
+
+static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c)
+{
+	const char *pid = arg(c, "pid"), *tmo = arg(c, "timeout_ms");
+	int timeout_ms = h->timeout_ms, rc;
+	double since;
+	struct target *t;
+	char why[128];
+	cJSON *doc;
+	long v;
+
+	v = parse_num(pid);
+	if (v <= 0)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, FMT_JSON,
+				  "pid must be a positive integer");
+	if (!parse_since(arg(c, "since"), &since))
+		return send_error(c, MHD_HTTP_BAD_REQUEST, FMT_JSON,
+				  "since must be a number of seconds from 0 "
+				  "to 86400");
+	if (tmo) {
+		long ms = parse_num(tmo);
+
+		if (ms < 1 || ms > HTTP_MAX_TIMEOUT_MS)
+			return send_error(c, MHD_HTTP_BAD_REQUEST, FMT_JSON,
+					  "timeout_ms must be an integer from "
+					  "1 to 10000");
+		timeout_ms = (int)ms;
+	}
+	t = registry_get(h->reg, (pid_t)v);
+	if (!t) {
+		snprintf(why, sizeof(why), "pid %ld is not a registered target",
+			 v);
+		return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, why);
+	}
+	rc = watch_diff(h->st, t, since, timeout_ms, &doc);
+	target_put(t);
+	if (rc == -ENOENT) {
+		snprintf(why, sizeof(why),
+			 "no sample of pid %ld is %g s old (see --history and "
+			 "--sample-interval)",
+			 v, since);
+		return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, why);
+	}
+	if (rc < 0)
+		return send_error(c, status_of(rc), FMT_JSON,
+				  reason_of(rc, why, sizeof(why), (pid_t)v));
+	return send_json(c, MHD_HTTP_OK, doc);
+}
+
+static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *body;
+
+	if (metrics_render(h->st, h->reg, h->sched, &body) < 0)
+		return send_error(c, 500, FMT_JSON, "out of memory");
+	r = MHD_create_response_from_buffer(strlen(body), body,
+					    MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type",
+				"text/plain; version=0.0.4; charset=utf-8");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 static enum MHD_Result handle_redirect(struct MHD_Connection *c)
@@ -628,6 +751,12 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_stacks(h, c, FMT_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c);
+	if (strcmp(url, "/api/v1/stuck") == 0)
+		return handle_stuck(h, c);
+	if (strcmp(url, "/api/v1/diff") == 0)
+		return handle_diff(h, c);
+	if (strcmp(url, "/metrics") == 0)
+		return handle_metrics(h, c);
 	return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, "no such endpoint");
 }
 
@@ -640,8 +769,9 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 	log_info("http: %s", line);
 }
 
-int http_start(const struct options *o, struct registry *reg, struct stacks *st,
-	       struct http **out, int *port)
+int http_start(const struct options *o, struct registry *reg,
+	       struct stacks *st, struct scheduler *sched, struct http **out,
+	       int *port)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -667,6 +797,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 		return -ENOMEM;
 	h->reg = reg;
 	h->st = st;
+	h->sched = sched;
 	h->timeout_ms = o->timeout_ms;
 	h->allow_hosts = o->allow_hosts;
 	h->nallow_hosts = o->nallow_hosts;

@@ -18,8 +18,10 @@
 #include "handler.h"
 #include "http.h"
 #include "log.h"
+#include "notify.h"
 #include "options.h"
 #include "registry.h"
+#include "scheduler.h"
 #include "stacks.h"
 
 static void block_signals(sigset_t *set)
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
 	struct registry *reg = NULL;
 	struct stacks st;
 	struct http *http = NULL;
+	struct scheduler *sched = NULL;
+	char url[128];
 	sigset_t set;
 	int rc, port, sig;
 
@@ -77,6 +81,7 @@ int main(int argc, char **argv)
 	}
 	/* Symbols come from this machine only, never from the network. */
 	unsetenv("DEBUGINFOD_URLS");
+	notify_init();
 	block_signals(&set);
 	/* Our own threads are a target too: install the collector first. */
 	rc = handler_install();
@@ -94,12 +99,19 @@ int main(int argc, char **argv)
 			o.agent_socket, sw_strerror(rc));
 		return 1;
 	}
-	if (stacks_init(&st, reg) < 0) {
+	if (stacks_init(&st, reg, o.max_dump_rate, o.history,
+			o.stuck_after_s) < 0) {
 		fprintf(stderr, "stackwatchd: out of memory\n");
 		registry_stop(reg);
 		return 1;
 	}
-	rc = http_start(&o, reg, &st, &http, &port);
+	rc = sched_start(reg, &st, o.sample_interval_ms, o.timeout_ms, &sched);
+	if (rc < 0) {
+		fprintf(stderr, "stackwatchd: cannot start sampling: %s\n",
+			sw_strerror(rc));
+		return 1;
+	}
+	rc = http_start(&o, reg, &st, sched, &http, &port);
 	if (rc < 0) {
 		fprintf(stderr, "stackwatchd: cannot listen on %s:%d: %s\n",
 			o.listen_addr, o.listen_port,
@@ -116,10 +128,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "listening on http://%s:%d\n", o.listen_addr,
 			port);
 	log_notice("agents register on %s", o.agent_socket);
+	if (strchr(o.listen_addr, ':'))
+		snprintf(url, sizeof(url), "http://[%s]:%d", o.listen_addr,
+			 port);
+	else
+		snprintf(url, sizeof(url), "http://%s:%d", o.listen_addr, port);
+	notify_ready(reg, url);
 
 	sig = wait_for_stop(&set);
 	log_notice("%s: stopping", strsignal(sig));
+	notify_stopping();
 	http_stop(http);
+	sched_stop(sched);
 	registry_stop(reg);
 	stacks_release(&st);
 	options_release(&o);

@@ -4,6 +4,8 @@
  * The config file holds "key = value" lines with the long option names
  * (without the dashes) and "#" comments; the command line overrides it.
  * An unknown key or a bad value is a start-up error naming the line.
+ * A key given twice takes the later value, except allow-host, which adds
+ * a name each time; allow-host on the command line replaces the file's.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -176,6 +178,41 @@ static const char *name_of(int key)
 	return "?";
 }
 
+/* What a good value of key looks like, for the error message. */
+static const char *expected(int key)
+{
+	switch (key) {
+	case O_LISTEN:
+		return "ADDR:PORT with a numeric address";
+	case O_SOCKET:
+	case O_TOKEN:
+		return "a path";
+	case O_ALLOW_HOST:
+		return "a host name, at most 16 of them";
+	case O_INTERVAL:
+		return "milliseconds, 0 to 86400000";
+	case O_STUCK:
+		return "seconds, 1 to 86400";
+	case O_TIMEOUT:
+		return "milliseconds, 1 to 10000";
+	case O_RATE:
+		return "a number, 1 to 1000";
+	case O_HISTORY:
+		return "a number, 1 to 10000";
+	case O_LOG_LEVEL:
+		return "error, warning, notice, info or debug";
+	default:
+		return "?";
+	}
+}
+
+static void free_hosts(struct options *o)
+{
+	for (int i = 0; i < o->nallow_hosts; i++)
+		free(o->allow_hosts[i]);
+	o->nallow_hosts = 0;
+}
+
 static char *trim(char *s)
 {
 	char *e;
@@ -189,6 +226,26 @@ static char *trim(char *s)
 	return s;
 }
 
+/*
+ * Cuts a "#" comment off line: one that starts the line or follows a
+ * blank, so that a value may still hold a "#" (a path like /srv/a#b).
+ */
+static void cut_comment(char *line)
+{
+	for (char *p = line; *p; p++) {
+		if (*p == '#' &&
+		    (p == line || p[-1] == ' ' || p[-1] == '\t')) {
+			*p = '\0';
+			return;
+		}
+	}
+}
+
+/*
+ * Applies the config file at path to o. A missing file is fine unless
+ * required (given with --config). Returns 0, or -1 after printing one line
+ * that names the file and the line.
+ */
 static int read_config(struct options *o, const char *path, bool required)
 {
 	char line[4096];
@@ -203,14 +260,23 @@ static int read_config(struct options *o, const char *path, bool required)
 			strerror(errno));
 		return -1;
 	}
+	snprintf(o->config, sizeof(o->config), "%s", path);
 	while (fgets(line, sizeof(line), f)) {
-		char *eq, *key, *val, *hash;
+		char *eq, *key, *val;
+		size_t len = strlen(line);
 		int k;
 
 		lineno++;
-		hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n' &&
+		    !feof(f)) {
+			fprintf(stderr,
+				"stackwatchd: %s:%d: line longer than %zu "
+				"bytes\n",
+				path, lineno, sizeof(line) - 2);
+			rc = -1;
+			break;
+		}
+		cut_comment(line);
 		key = trim(line);
 		if (!*key)
 			continue;
@@ -235,11 +301,17 @@ static int read_config(struct options *o, const char *path, bool required)
 		}
 		if (apply(o, k, val) < 0) {
 			fprintf(stderr,
-				"stackwatchd: %s:%d: bad value '%s' for %s\n",
-				path, lineno, val, key);
+				"stackwatchd: %s:%d: bad value '%s' for %s "
+				"(expected %s)\n",
+				path, lineno, val, key, expected(k));
 			rc = -1;
 			break;
 		}
+	}
+	if (rc == 0 && ferror(f)) {
+		fprintf(stderr, "stackwatchd: cannot read %s: %s\n", path,
+			strerror(errno));
+		rc = -1;
 	}
 	fclose(f);
 	return rc;
@@ -263,6 +335,7 @@ static void set_defaults(struct options *o)
 int options_parse(struct options *o, int argc, char **argv)
 {
 	const char *config = NULL;
+	bool cli_hosts = false;
 	int c;
 
 	set_defaults(o);
@@ -299,10 +372,16 @@ int options_parse(struct options *o, int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (c == O_CONFIG)
 			continue;
+		/* The command line's host list replaces the file's. */
+		if (c == O_ALLOW_HOST && !cli_hosts) {
+			free_hosts(o);
+			cli_hosts = true;
+		}
 		if (apply(o, c, optarg) < 0) {
 			fprintf(stderr,
-				"stackwatchd: bad value '%s' for --%s\n",
-				optarg, name_of(c));
+				"stackwatchd: bad value '%s' for --%s "
+				"(expected %s)\n",
+				optarg, name_of(c), expected(c));
 			return -1;
 		}
 	}
@@ -341,7 +420,5 @@ void options_release(struct options *o)
 {
 	free(o->token);
 	o->token = NULL;
-	for (int i = 0; i < o->nallow_hosts; i++)
-		free(o->allow_hosts[i]);
-	o->nallow_hosts = 0;
+	free_hosts(o);
 }

@@ -77,7 +77,10 @@ void target_put(struct target *t)
 		close(t->fd);
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	stacks_target_release(t);
 	pthread_mutex_destroy(&t->io_lock);
+	pthread_mutex_destroy(&t->dump_lock);
+	pthread_cond_destroy(&t->dump_cond);
 	free(t->rx);
 	free(t->cmdline);
 	free(t);
@@ -108,6 +111,16 @@ static struct target *target_new(pid_t pid, uid_t uid, int fd)
 	t->fd = fd;
 	t->pidfd = -1;
 	pthread_mutex_init(&t->io_lock, NULL);
+	pthread_mutex_init(&t->dump_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* Waits on it have deadlines on the monotonic clock. */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&t->dump_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	clock_gettime(CLOCK_REALTIME, &t->registered_at);
 	return t;
 }

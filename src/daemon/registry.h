@@ -41,6 +41,21 @@ struct target {
 	_Atomic uint64_t last_sample_ms; /* CLOCK_REALTIME ms, 0: never */
 	_Atomic uint32_t last_threads;
 
+	/* The dump service's state (stacks.c), under dump_lock. */
+	pthread_mutex_t dump_lock;
+	pthread_cond_t dump_cond;
+	bool dumping; /* a dump is in flight: others wait for it */
+	uint64_t dump_gen; /* bumped when a dump ends */
+	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
+	int last_rc; /* its result */
+	struct sdump *last; /* its dump, NULL after an error */
+	struct sdump **hist; /* the last samples, oldest first */
+	size_t nhist;
+
+	/* The scheduler's (scheduler.c). */
+	_Atomic bool queued; /* a sampling job is queued */
+	_Atomic uint64_t next_due_ns; /* CLOCK_MONOTONIC */
+
 	pthread_mutex_t io_lock; /* one request at a time on fd */
 	uint32_t seq;		 /* under io_lock */
 	uint8_t *rx; /* bytes received, not yet consumed; under io_lock */
@@ -50,6 +65,10 @@ struct target {
 };
 
 struct registry;
+struct sdump;
+
+/* Frees the dump service's state of t (stacks.c). */
+void stacks_target_release(struct target *t);
 
 /*
  * Creates the agent socket at path (its directory made 0755 if missing, a

@@ -1,7 +1,9 @@
 /*
  * stacks.c - dump, symbolize, group and count (stacks.h).
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -22,10 +24,14 @@ static int open_module(void *arg, const struct sw_module *m)
 	return modfile_open(s->sym_pid, m);
 }
 
-int stacks_init(struct stacks *s, struct registry *reg)
+int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
+		int history, int stuck_after_s)
 {
 	memset(s, 0, sizeof(*s));
 	s->reg = reg;
+	s->min_interval_ns = 1000000000ull / (uint64_t)max_dump_rate;
+	s->history = history > 0 ? (size_t)history : 1;
+	s->stuck_after_s = stuck_after_s;
 	pthread_mutex_init(&s->sym_lock, NULL);
 	return sym_new(open_module, s, &s->sym);
 }
@@ -103,4 +109,328 @@ void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
 	*hits = sym_cache_hits(s->sym);
 	*misses = sym_cache_misses(s->sym);
 	pthread_mutex_unlock(&s->sym_lock);
+}
+
+#define GRACE_NS 500000000ull /* as the registry's wait for an agent */
+
+void sdump_get(struct sdump *sd)
+{
+	atomic_fetch_add(&sd->refs, 1);
+}
+
+void sdump_put(struct sdump *sd)
+{
+	if (!sd || atomic_fetch_sub(&sd->refs, 1) != 1)
+		return;
+	sw_dump_free(sd->d);
+	free(sd);
+}
+
+void stacks_target_release(struct target *t)
+{
+	sdump_put(t->last);
+	t->last = NULL;
+	for (size_t i = 0; i < t->nhist; i++)
+		sdump_put(t->hist[i]);
+	free(t->hist);
+	t->hist = NULL;
+	t->nhist = 0;
+}
+
+static int cmp_index_by_tid(const void *a, const void *b, void *arg)
+{
+	const struct sw_dump *d = arg;
+	pid_t x = d->threads[*(const size_t *)a].tid;
+	pid_t y = d->threads[*(const size_t *)b].tid;
+
+	return (x > y) - (x < y);
+}
+
+/* The thread with tid in d through by_tid (indices sorted by tid). */
+static const struct sw_thread *find_tid(const struct sw_dump *d,
+					const size_t *by_tid, pid_t tid)
+{
+	size_t lo = 0, hi = d->nthreads;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		pid_t m = d->threads[by_tid[mid]].tid;
+
+		if (m == tid)
+			return &d->threads[by_tid[mid]];
+		if (m < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+size_t *stacks_index_by_tid(const struct sw_dump *d)
+{
+	size_t *idx = malloc((d->nthreads ? d->nthreads : 1) * sizeof(*idx));
+
+	if (!idx)
+		return NULL;
+	for (size_t i = 0; i < d->nthreads; i++)
+		idx[i] = i;
+	qsort_r(idx, d->nthreads, sizeof(*idx), cmp_index_by_tid,
+		(void *)d);
+	return idx;
+}
+
+/* The thread whose frames stand for t's stack (its group's), or NULL. */
+static const struct sw_thread *stack_of(const struct sw_dump *d,
+					const struct sw_thread *t)
+{
+	if (t->status != SW_ST_OK || t->group < 0 ||
+	    (size_t)t->group >= d->ngroups)
+		return NULL;
+	return &d->threads[d->groups[t->group].rep];
+}
+
+bool stacks_same_thread_stack(const struct sw_dump *da,
+			      const struct sw_thread *a,
+			      const struct sw_dump *db,
+			      const struct sw_thread *b)
+{
+	const struct sw_thread *ra = stack_of(da, a), *rb = stack_of(db, b);
+
+	if (!ra || !rb)
+		return !ra && !rb;
+	return group_same_stack(da, ra, db, rb);
+}
+
+/*
+ * Sets unchanged_s of every thread of d (taken at now) from prev, the
+ * sample before it (or none): the same stack as in prev adds the time in
+ * between, anything else starts from 0.
+ */
+static void apply_history(struct sw_dump *d, uint64_t now,
+			  const struct sdump *prev)
+{
+	size_t *idx = prev ? stacks_index_by_tid(prev->d) : NULL;
+
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+		const struct sw_thread *p =
+			idx ? find_tid(prev->d, idx, t->tid) : NULL;
+
+		t->unchanged_s = 0;
+		if (p && p->unchanged_s >= 0 && t->status == SW_ST_OK &&
+		    stacks_same_thread_stack(prev->d, p, d, t))
+			t->unchanged_s = p->unchanged_s +
+					 (double)(now - prev->mono_ns) / 1e9;
+	}
+	free(idx);
+}
+
+/* Appends sd to t's history, dropping the oldest past the limit. */
+static void remember(struct stacks *s, struct target *t, struct sdump *sd)
+{
+	if (!t->hist) {
+		t->hist = calloc(s->history, sizeof(*t->hist));
+		if (!t->hist)
+			return;
+	}
+	if (t->nhist == s->history) {
+		sdump_put(t->hist[0]);
+		memmove(t->hist, t->hist + 1,
+			(t->nhist - 1) * sizeof(*t->hist));
+		t->nhist--;
+	}
+	sdump_get(sd);
+	t->hist[t->nhist++] = sd;
+}
+
+/* Takes a fresh dump of t and publishes it; called with dump_lock free. */
+static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
+		      struct sdump **out)
+{
+	struct sw_dump *d = NULL;
+	struct sdump *sd = NULL;
+	uint64_t now = handler_now_ns();
+	int rc;
+
+	rc = stacks_dump(s, t, timeout_ms, true, &d);
+	if (rc == 0) {
+		sd = calloc(1, sizeof(*sd));
+		if (!sd) {
+			sw_dump_free(d);
+			rc = -ENOMEM;
+		}
+	}
+	pthread_mutex_lock(&t->dump_lock);
+	if (rc == 0) {
+		sd->refs = 1;
+		sd->d = d;
+		sd->mono_ns = now;
+		apply_history(d, now, t->nhist ? t->hist[t->nhist - 1] : NULL);
+		dump_compact(d);
+		remember(s, t, sd);
+		sdump_put(t->last);
+		t->last = sd;
+		sdump_get(sd);
+		*out = sd;
+	} else {
+		sdump_put(t->last);
+		t->last = NULL;
+	}
+	t->last_rc = rc;
+	t->dumping = false;
+	t->dump_gen++;
+	pthread_cond_broadcast(&t->dump_cond);
+	pthread_mutex_unlock(&t->dump_lock);
+	return rc;
+}
+
+/* The published result, with a reference; called under dump_lock. */
+static int published(struct target *t, struct sdump **out)
+{
+	if (t->last_rc < 0 || !t->last)
+		return t->last_rc < 0 ? t->last_rc : -EAGAIN;
+	sdump_get(t->last);
+	*out = t->last;
+	return 0;
+}
+
+int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
+	       struct sdump **out)
+{
+	uint64_t now = handler_now_ns();
+	uint64_t deadline = now + (uint64_t)timeout_ms * 1000000ull + GRACE_NS;
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
+	int rc;
+
+	*out = NULL;
+	pthread_mutex_lock(&t->dump_lock);
+	if (t->dumping) {
+		uint64_t gen = t->dump_gen;
+
+		atomic_fetch_add(&s->m.coalesced, 1);
+		while (t->dump_gen == gen) {
+			if (pthread_cond_timedwait(&t->dump_cond, &t->dump_lock,
+						   &ts) == ETIMEDOUT &&
+			    t->dump_gen == gen) {
+				pthread_mutex_unlock(&t->dump_lock);
+				return -ETIMEDOUT;
+			}
+		}
+		rc = published(t, out);
+		pthread_mutex_unlock(&t->dump_lock);
+		return rc;
+	}
+	if (t->last_attempt_ns && now - t->last_attempt_ns < s->min_interval_ns) {
+		atomic_fetch_add(&s->m.cached, 1);
+		rc = published(t, out);
+		pthread_mutex_unlock(&t->dump_lock);
+		return rc;
+	}
+	t->dumping = true;
+	t->last_attempt_ns = now;
+	pthread_mutex_unlock(&t->dump_lock);
+	return fresh_dump(s, t, timeout_ms, out);
+}
+
+int stacks_unsymbolized(struct stacks *s, const struct sw_dump *d,
+			struct sw_dump **out)
+{
+	struct sw_dump *c;
+	int rc = dump_clone_raw(d, &c);
+
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&s->sym_lock);
+	rc = sym_dump(s->sym, c, false);
+	pthread_mutex_unlock(&s->sym_lock);
+	if (rc == 0)
+		rc = group_dump(c);
+	if (rc < 0) {
+		sw_dump_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
+				   double age_s)
+{
+	struct sdump *found = NULL;
+	uint64_t age_ns = (uint64_t)(age_s * 1e9);
+
+	pthread_mutex_lock(&t->dump_lock);
+	for (size_t i = t->nhist; i-- > 0;) {
+		struct sdump *sd = t->hist[i];
+
+		if (sd->mono_ns <= now_ns && now_ns - sd->mono_ns >= age_ns) {
+			found = sd;
+			sdump_get(found);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->dump_lock);
+	return found;
+}
+
+static uint64_t cpu_ms(const struct sw_thread *t)
+{
+	return t->utime_ms + t->stime_ms;
+}
+
+int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
+		 struct stuck **out, size_t *n)
+{
+	struct sdump *now = NULL, *prev = NULL;
+	struct stuck *list = NULL;
+	size_t *idx = NULL, cnt = 0;
+
+	*sd = NULL;
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&t->dump_lock);
+	if (t->nhist) {
+		now = t->hist[t->nhist - 1];
+		sdump_get(now);
+	}
+	if (t->nhist > 1) {
+		prev = t->hist[t->nhist - 2];
+		sdump_get(prev);
+	}
+	pthread_mutex_unlock(&t->dump_lock);
+	if (!now)
+		return 0;
+	list = calloc(now->d->nthreads ? now->d->nthreads : 1, sizeof(*list));
+	idx = prev ? stacks_index_by_tid(prev->d) : NULL;
+	if (!list || (prev && !idx)) {
+		free(list);
+		free(idx);
+		sdump_put(now);
+		sdump_put(prev);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < now->d->nthreads; i++) {
+		const struct sw_thread *th = &now->d->threads[i], *p;
+
+		if (th->status != SW_ST_OK ||
+		    th->unchanged_s < (double)s->stuck_after_s)
+			continue;
+		if (th->state == 'D') {
+			list[cnt].thread = i;
+			list[cnt++].reason = "blocked-in-kernel";
+			continue;
+		}
+		p = idx ? find_tid(prev->d, idx, th->tid) : NULL;
+		if (th->state == 'R' && p && cpu_ms(th) > cpu_ms(p)) {
+			list[cnt].thread = i;
+			list[cnt++].reason = "spinning";
+		}
+	}
+	free(idx);
+	sdump_put(prev);
+	*sd = now;
+	*out = list;
+	*n = cnt;
+	return 0;
 }

@@ -3,6 +3,14 @@
  * symbolizes it with one symbolizer shared by all targets (its cache is per
  * build-id and offset, so the same library in many processes costs one
  * lookup), groups it, and counts what happened for /metrics.
+ *
+ * On top of that, per target: requests that arrive while a dump is in
+ * flight wait for it instead of starting another (coalescing); a result
+ * younger than 1/max_dump_rate s is served again, so no target is dumped
+ * more often than that whatever the number of clients or samplers; and
+ * the last `history` results are kept (compacted: only each group's
+ * representative keeps frames) to tell how long each thread's stack has
+ * stayed the same, to flag stuck threads and to answer diffs.
  */
 #ifndef SWD_STACKS_H
 #define SWD_STACKS_H
@@ -23,6 +31,7 @@ enum stacks_result { RESULT_OK, RESULT_TIMEOUT, RESULT_ERROR, RESULT_COUNT };
 
 struct stacks_metrics {
 	_Atomic uint64_t dumps[RESULT_COUNT];
+	_Atomic uint64_t cached; /* served from a result younger than 1/rate */
 	_Atomic uint64_t threads[SW_ST_COUNT];
 	_Atomic uint64_t signals_sent;
 	_Atomic uint64_t coalesced;
@@ -31,8 +40,21 @@ struct stacks_metrics {
 	_Atomic uint64_t duration_sum_us;
 };
 
+/* A dump shared by the requests it answers; immutable once published. */
+struct sdump {
+	_Atomic int refs;
+	struct sw_dump *d; /* symbolized, grouped, compacted */
+	uint64_t mono_ns; /* CLOCK_MONOTONIC when it was taken */
+};
+
+void sdump_get(struct sdump *sd);
+void sdump_put(struct sdump *sd);
+
 struct stacks {
 	struct registry *reg;
+	uint64_t min_interval_ns; /* 1 s / max_dump_rate */
+	size_t history; /* samples kept per target */
+	int stuck_after_s;
 	pthread_mutex_t sym_lock;
 	struct sym *sym;
 	pid_t sym_pid; /* whose modules are being opened; under sym_lock */
@@ -40,7 +62,8 @@ struct stacks {
 };
 
 /* 0 or -ENOMEM. */
-int stacks_init(struct stacks *s, struct registry *reg);
+int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
+		int history, int stuck_after_s);
 void stacks_release(struct stacks *s);
 
 /*
@@ -51,6 +74,59 @@ void stacks_release(struct stacks *s);
  */
 int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 		bool symbols, struct sw_dump **out);
+
+/*
+ * The newest dump of t no older than 1/max_dump_rate s: the cached one,
+ * the one in flight (waited for, within timeout_ms plus the agent grace),
+ * or a fresh one, which then joins t's history with every thread's
+ * unchanged_s set. On success *out holds a reference the caller drops
+ * with sdump_put(). Returns the error of the dump otherwise (a failed
+ * dump is served again within the same interval, like a good one).
+ */
+int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
+	       struct sdump **out);
+
+/*
+ * A private copy of d without symbols (frames of ip, module and offset),
+ * grouped by offsets. *out is freed with sw_dump_free().
+ */
+int stacks_unsymbolized(struct stacks *s, const struct sw_dump *d,
+			struct sw_dump **out);
+
+/*
+ * The sample of t's history nearest to, and at least, age_s seconds old
+ * at the time of now (a reference, or NULL when none is that old).
+ */
+struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
+				   double age_s);
+
+/* A stuck thread: index into sd->d->threads, and why. */
+struct stuck {
+	size_t thread;
+	const char *reason; /* "spinning" or "blocked-in-kernel" */
+};
+
+/*
+ * The threads of t's newest sample that are stuck: stack unchanged for at
+ * least stuck_after seconds and either spinning (state R, CPU time rising
+ * since the sample before) or blocked in the kernel (state D). *sd gets a
+ * reference to that sample (NULL when t has none) and *out a malloc'd
+ * array of n entries. Returns 0 or -ENOMEM.
+ */
+int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
+		 struct stuck **out, size_t *n);
+
+/*
+ * True when thread a of da and thread b of db have the same stack by the
+ * rule of INTERFACE.md (both not ok counts as the same: no stack).
+ */
+bool stacks_same_thread_stack(const struct sw_dump *da,
+			      const struct sw_thread *a,
+			      const struct sw_dump *db,
+			      const struct sw_thread *b);
+
+/* Indices of d's threads sorted by tid (malloc'd); NULL on no memory. */
+size_t *stacks_index_by_tid(const struct sw_dump *d);
 
 /* Symbol cache counters (taken under the lock). */
 void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses);

@@ -117,6 +117,20 @@ void dump_release_groups(struct sw_dump *d);
 /* Index of the module holding ip, or -1. Linear; modules are few. */
 int dump_find_module(const struct sw_dump *d, uint64_t ip);
 
+/*
+ * A copy of d's raw part: process fields, modules, and per thread
+ * everything but frames and groups. *out is freed with sw_dump_free().
+ * Returns 0 or -ENOMEM.
+ */
+int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out);
+
+/*
+ * Frees the frames of every thread that does not stand for its group:
+ * the renderers, the grouper's comparisons and the history need only the
+ * group's representative. Keeps ips.
+ */
+void dump_compact(struct sw_dump *d);
+
 /* Sets t->error to a copy of reason (NULL on out of memory). */
 void dump_thread_set_error(struct sw_thread *t, enum sw_status st,
 			   const char *reason);

@@ -162,6 +162,8 @@ static void check_stopped(const struct itest_daemon *d, pid_t pid)
 	cJSON *j;
 
 	kill(pid, SIGSTOP);
+	/* Past the rate limit's window (1/30 s): no cached answer. */
+	itest_sleep_ms(100);
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d&timeout_ms=200",
 		 (int)pid);
 	t0 = itest_now_ms();
@@ -173,6 +175,7 @@ static void check_stopped(const struct itest_daemon *d, pid_t pid)
 	       "the 504 came within the deadline (%ld ms)", ms);
 	cJSON_Delete(j);
 	kill(pid, SIGCONT);
+	itest_sleep_ms(100);
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)pid);
 	j = itest_get_json(d, path, &status);
 	TAP_OK(status == 200 && find_group_with(j, "waiter_wait"),

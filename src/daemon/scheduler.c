@@ -1,0 +1,250 @@
+/*
+ * scheduler.c - one scheduler thread, a fixed pool of workers and a queue
+ * that cannot grow past the number of targets (scheduler.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "handler.h"
+#include "log.h"
+#include "notify.h"
+#include "scheduler.h"
+
+#define MIN_PASS_NS 1000000ull /* each pass waits at least 1 ms */
+#define MAX_PASS_NS 1000000000ull /* and at most 1 s: new targets */
+
+struct scheduler {
+	struct registry *reg;
+	struct stacks *st;
+	uint64_t interval_ns;
+	int timeout_ms;
+
+	pthread_mutex_t lock; /* queue, stop */
+	pthread_cond_t work; /* a job was queued, or stop */
+	pthread_cond_t tick; /* wakes the scheduler early: stop */
+	struct target **queue; /* ring of jobs, each holding a reference */
+	size_t cap;
+	size_t head;
+	size_t len;
+	size_t max_len;
+	bool stop;
+
+	pthread_t sched_thread;
+	pthread_t workers[SCHED_WORKERS];
+	int nworkers;
+	bool sched_started;
+};
+
+static void abs_time(uint64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ns / 1000000000ull);
+	ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+/*
+ * Queues t unless it has a job queued already (the flag). The ring has
+ * room for every registered target, and each target has at most one job
+ * in it, so it can never overflow; should it be full anyway, t waits for
+ * the next pass. Called with s->lock held.
+ */
+static void enqueue(struct scheduler *s, struct target *t)
+{
+	if (atomic_exchange(&t->queued, true))
+		return;
+	if (s->len == s->cap) {
+		atomic_store(&t->queued, false);
+		return;
+	}
+	target_get(t);
+	s->queue[(s->head + s->len) % s->cap] = t;
+	s->len++;
+	if (s->len > s->max_len)
+		s->max_len = s->len;
+	pthread_cond_signal(&s->work);
+}
+
+/* One pass: queues every due target. Returns the earliest next due. */
+static uint64_t pass(struct scheduler *s, uint64_t now)
+{
+	uint64_t earliest = now + MAX_PASS_NS;
+	struct target **ts;
+	size_t n;
+
+	if (registry_list(s->reg, &ts, &n) < 0)
+		return now + MIN_PASS_NS;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < n; i++) {
+		struct target *t = ts[i];
+		uint64_t due = atomic_load(&t->next_due_ns);
+
+		if (atomic_load(&t->queued))
+			continue; /* its worker advances the ticker */
+		if (due <= now)
+			enqueue(s, t); /* every due one, not just the first */
+		else if (due < earliest)
+			earliest = due;
+	}
+	pthread_mutex_unlock(&s->lock);
+	registry_put_all(ts, n);
+	return earliest;
+}
+
+static void *sched_main(void *arg)
+{
+	struct scheduler *s = arg;
+
+	for (;;) {
+		uint64_t now = handler_now_ns();
+		uint64_t next = pass(s, now);
+		struct timespec ts;
+
+		notify_watchdog();
+		/* At least 1 ms: never spin when everything is queued. */
+		if (next < now + MIN_PASS_NS)
+			next = now + MIN_PASS_NS;
+		abs_time(next, &ts);
+		pthread_mutex_lock(&s->lock);
+		while (!s->stop &&
+		       pthread_cond_timedwait(&s->tick, &s->lock, &ts) == 0)
+			;
+		if (s->stop) {
+			pthread_mutex_unlock(&s->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct scheduler *s = arg;
+
+	for (;;) {
+		struct sdump *sd = NULL;
+		struct target *t;
+		int rc;
+
+		pthread_mutex_lock(&s->lock);
+		while (!s->stop && s->len == 0)
+			pthread_cond_wait(&s->work, &s->lock);
+		if (s->stop) {
+			pthread_mutex_unlock(&s->lock);
+			return NULL;
+		}
+		t = s->queue[s->head];
+		s->head = (s->head + 1) % s->cap;
+		s->len--;
+		pthread_mutex_unlock(&s->lock);
+		/* Clear the flag and advance the ticker before sampling. */
+		atomic_store(&t->next_due_ns, handler_now_ns() + s->interval_ns);
+		atomic_store(&t->queued, false);
+		rc = stacks_get(s->st, t, s->timeout_ms, &sd);
+		if (rc < 0)
+			log_debug("sample of pid %d: %s", (int)t->pid,
+				  sw_strerror(rc));
+		sdump_put(sd);
+		target_put(t);
+	}
+}
+
+int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
+		int timeout_ms, struct scheduler **out)
+{
+	struct scheduler *s;
+	pthread_condattr_t ca;
+	int rc;
+
+	*out = NULL;
+	if (interval_ms <= 0)
+		return 0;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->reg = reg;
+	s->st = st;
+	s->interval_ns = (uint64_t)interval_ms * 1000000ull;
+	s->timeout_ms = timeout_ms;
+	/* One slot per possible target: the flag keeps it to one each. */
+	s->cap = REGISTRY_MAX_TARGETS;
+	s->queue = calloc(s->cap, sizeof(*s->queue));
+	if (!s->queue) {
+		free(s);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->work, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->tick, &ca);
+	pthread_condattr_destroy(&ca);
+	for (int i = 0; i < SCHED_WORKERS; i++) {
+		rc = -pthread_create(&s->workers[i], NULL, worker_main, s);
+		if (rc < 0)
+			goto fail;
+		s->nworkers++;
+	}
+	rc = -pthread_create(&s->sched_thread, NULL, sched_main, s);
+	if (rc < 0)
+		goto fail;
+	s->sched_started = true;
+	*out = s;
+	return 0;
+fail:
+	sched_stop(s);
+	return rc;
+}
+
+void sched_stop(struct scheduler *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_broadcast(&s->work);
+	pthread_cond_broadcast(&s->tick);
+	pthread_mutex_unlock(&s->lock);
+	if (s->sched_started)
+		pthread_join(s->sched_thread, NULL);
+	for (int i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	for (; s->len > 0; s->len--) {
+		struct target *t = s->queue[s->head];
+
+		atomic_store(&t->queued, false);
+		target_put(t);
+		s->head = (s->head + 1) % s->cap;
+	}
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->work);
+	pthread_cond_destroy(&s->tick);
+	free(s->queue);
+	free(s);
+}
+
+size_t sched_queue_depth(struct scheduler *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->len;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+size_t sched_queue_max(struct scheduler *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->max_len;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}

@@ -1,0 +1,44 @@
+/*
+ * scheduler.h - periodic sampling of every target (--sample-interval).
+ *
+ * The Qpid lesson: an idle checker that queued the same job again and
+ * again while a connection was busy filled the heap. Here one scheduler
+ * thread keeps each target's next-due time on the monotonic clock and
+ * hands every due target to a fixed pool of workers, but only if that
+ * target has no job queued already: an atomic flag is set when its job is
+ * queued and cleared by the worker before it samples and advances the
+ * target's ticker. So the queue never holds more jobs than there are
+ * targets, a target that stays overdue (a stopped process) cannot be
+ * queued twice nor starve the others, and each pass waits at least 1 ms,
+ * so nothing spins.
+ */
+#ifndef SWD_SCHEDULER_H
+#define SWD_SCHEDULER_H
+
+#include <stddef.h>
+
+#include "registry.h"
+#include "stacks.h"
+
+#define SCHED_WORKERS 4
+
+struct scheduler;
+
+/*
+ * Starts the scheduler and its workers sampling every interval_ms with
+ * dumps of timeout_ms. interval_ms 0 starts nothing (*out is NULL).
+ * Returns 0 or a negative errno.
+ */
+int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
+		int timeout_ms, struct scheduler **out);
+
+/* Stops and joins every thread; jobs in flight finish first. NULL ok. */
+void sched_stop(struct scheduler *s);
+
+/* Jobs queued and not yet taken by a worker (0 when s is NULL). */
+size_t sched_queue_depth(struct scheduler *s);
+
+/* The deepest the queue has been. */
+size_t sched_queue_max(struct scheduler *s);
+
+#endif /* SWD_SCHEDULER_H */
