@@ -24,6 +24,7 @@
 #include "watch.h"
 #include "procfs.h"
 #include "render.h"
+#include "web.h"
 
 #define HTTP_THREADS 8
 #define HTTP_MAX_CONNECTIONS 256
@@ -31,6 +32,10 @@
 #define HTTP_CONN_TIMEOUT_S 10
 #define HTTP_CONN_MEMORY (64 * 1024)
 #define HTTP_MAX_TIMEOUT_MS 10000
+/* The page's scripts and styles come from /static/ only: no inline code. */
+#define HTTP_PAGE_CSP                                                   \
+	"default-src 'self'; img-src 'self' data:; object-src 'none'; " \
+	"base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 struct http {
 	struct MHD_Daemon *d;
@@ -282,19 +287,6 @@ static cJSON *error_object(pid_t pid, unsigned status, const char *why)
 	return o;
 }
 
-static void add_html_head(struct buf *b, const char *title)
-{
-	buf_adds(b, "<!doctype html>\n<html><head><meta charset=utf-8>"
-		    "<meta name=viewport content=\"width=device-width\">"
-		    "<title>");
-	html_escape(b, title);
-	buf_adds(b, "</title><style>body{font:14px system-ui,sans-serif;"
-		    "margin:1em 2em}pre{font:12px ui-monospace,monospace;"
-		    "background:#8881;padding:.5em;overflow:auto}"
-		    "@media(prefers-color-scheme:dark){body{background:#111;"
-		    "color:#ddd}a{color:#8cf}}</style></head><body>\n");
-}
-
 /*
  * The dump to render for t: the shared one (*sd, coalesced and rate
  * limited), or without symbols a private copy of it (*own). *d points at
@@ -332,8 +324,6 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		doc = cJSON_CreateObject();
 		arr = cJSON_AddArrayToObject(doc, "processes");
 	}
-	if (rq->format == FMT_HTML)
-		add_html_head(&b, "stackwatch: stacks");
 	for (size_t i = 0; i < n; i++) {
 		const struct sw_dump *d = NULL;
 		struct sdump *sd = NULL;
@@ -370,30 +360,13 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				cJSON_AddItemToArray(arr, one);
 			continue;
 		}
-		if (rq->format == FMT_HTML)
-			buf_adds(&b, "<pre>");
 		if (rc == 0) {
-			struct buf t;
-			char *s;
-
-			buf_init(&t, (size_t)1 << 30);
-			render_one(rq->format == FMT_HTML ? &t : &b, d,
-				   rq->format);
-			if (rq->format == FMT_HTML && buf_detach(&t, &s) == 0) {
-				html_escape(&b, s);
-				free(s);
-			}
-			buf_release(&t);
-		} else {
+			render_one(&b, d, rq->format);
+		} else if (rq->format == FMT_TEXT) {
 			reason_of(rc, why, sizeof(why), ts[i]->pid);
-			if (rq->format == FMT_HTML)
-				html_escape(&b, why);
-			else if (rq->format == FMT_TEXT)
-				buf_addf(&b, "error: %s\n", why);
+			buf_addf(&b, "error: %s\n", why);
 		}
-		if (rq->format == FMT_HTML)
-			buf_adds(&b, "</pre>\n");
-		else if (rq->format == FMT_TEXT && i + 1 < n)
+		if (rq->format == FMT_TEXT && i + 1 < n)
 			buf_adds(&b, "\n");
 		sdump_put(sd);
 		sw_dump_free(own);
@@ -402,13 +375,52 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		buf_release(&b);
 		return send_json(c, MHD_HTTP_OK, doc);
 	}
-	if (rq->format == FMT_HTML)
-		buf_adds(&b, "</body></html>\n");
 	if (buf_detach(&b, &body) < 0) {
 		buf_release(&b);
 		return send_error(c, 500, rq->format, "response too large");
 	}
 	return send_body(c, MHD_HTTP_OK, rq->format, body, strlen(body));
+}
+
+/*
+ * Answers with one of the page's files (web.h). The page is client-side
+ * rendered: it loads its script and style from /static/ and nothing from
+ * anywhere else, which the Content-Security-Policy enforces. The ETag lets
+ * a browser revalidate (304) instead of downloading the file again.
+ */
+static enum MHD_Result send_asset(struct MHD_Connection *c,
+				  const struct web_asset *a)
+{
+	const char *inm = MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	bool same = inm && strcmp(inm, a->etag) == 0;
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(same ? 0 : a->len, (void *)a->data,
+					    MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", a->content_type);
+	MHD_add_response_header(r, "Cache-Control", "no-cache");
+	MHD_add_response_header(r, "ETag", a->etag);
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Content-Security-Policy", HTTP_PAGE_CSP);
+	ret = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK,
+				 r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* /static/NAME: a file of the page, or a 404. */
+static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name)
+{
+	const struct web_asset *a = web_asset_find(name);
+
+	if (!a)
+		return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON,
+				  "no such file");
+	return send_asset(c, a);
 }
 
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
@@ -434,10 +446,15 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format,
 					  why);
 		}
-		ret = answer_stacks(h, c, &rq, &t, 1, false);
+		if (rq.format == FMT_HTML)
+			ret = handle_static(c, "index.html");
+		else
+			ret = answer_stacks(h, c, &rq, &t, 1, false);
 		target_put(t);
 		return ret;
 	}
+	if (rq.format == FMT_HTML)
+		return handle_static(c, "index.html");
 	if (registry_list(h->reg, &ts, &n) < 0)
 		return send_error(c, 500, rq.format, "out of memory");
 	ret = answer_stacks(h, c, &rq, ts, n, true);
@@ -751,6 +768,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_stacks(h, c, FMT_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c);
+	if (strncmp(url, "/static/", 8) == 0)
+		return handle_static(c, url + 8);
 	if (strcmp(url, "/api/v1/stuck") == 0)
 		return handle_stuck(h, c);
 	if (strcmp(url, "/api/v1/diff") == 0)

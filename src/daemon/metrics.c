@@ -94,6 +94,9 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	gauge(&b, "stackwatch_scheduler_queue_depth",
 	      "Sampling jobs queued; never more than the targets.",
 	      sched_queue_depth(sched));
+	gauge(&b, "stackwatch_scheduler_queue_depth_max",
+	      "The deepest the sampling queue has been.",
+	      sched_queue_max(sched));
 	gauge(&b, "stackwatch_stuck_threads",
 	      "Threads the watchdog flags now.", stuck);
 	counter(&b, "stackwatch_symbol_cache_hits_total",

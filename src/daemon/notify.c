@@ -101,6 +101,8 @@ static void *status_main(void *arg)
 	uint64_t period = STATUS_PERIOD_US;
 	struct timespec until;
 
+	/* Named from inside: for itself glibc uses prctl, not /proc. */
+	pthread_setname_np(pthread_self(), "sw-notify");
 	if (watchdog_usec && watchdog_usec / 4 < period)
 		period = watchdog_usec / 4 ? watchdog_usec / 4 : 1;
 	pthread_mutex_lock(&st.lock);
@@ -164,7 +166,6 @@ int notify_ready(struct registry *reg, const char *url)
 		pthread_cond_destroy(&st.cond);
 		goto out_warn;
 	}
-	pthread_setname_np(st.thread, "sw-notify");
 	st.running = true;
 	return 0;
 

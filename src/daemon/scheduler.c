@@ -83,9 +83,11 @@ static uint64_t pass(struct scheduler *s, uint64_t now)
 
 		if (atomic_load(&t->queued))
 			continue; /* its worker advances the ticker */
-		if (due <= now)
+		if (due <= now) {
 			enqueue(s, t); /* every due one, not just the first */
-		else if (due < earliest)
+			due = now + s->interval_ns; /* about when it is next */
+		}
+		if (due < earliest)
 			earliest = due;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -142,8 +144,9 @@ static void *worker_main(void *arg)
 		/* Clear the flag and advance the ticker before sampling. */
 		atomic_store(&t->next_due_ns, handler_now_ns() + s->interval_ns);
 		atomic_store(&t->queued, false);
-		rc = stacks_get(s->st, t, s->timeout_ms, &sd);
-		if (rc < 0)
+		rc = stacks_get_flags(s->st, t, s->timeout_ms, STACKS_NOWAIT,
+				      &sd);
+		if (rc < 0 && rc != -EBUSY)
 			log_debug("sample of pid %d: %s", (int)t->pid,
 				  sw_strerror(rc));
 		sdump_put(sd);

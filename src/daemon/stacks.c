@@ -196,8 +196,9 @@ bool stacks_same_thread_stack(const struct sw_dump *da,
 {
 	const struct sw_thread *ra = stack_of(da, a), *rb = stack_of(db, b);
 
+	/* No stack on either side: the same when the reason is the same. */
 	if (!ra || !rb)
-		return !ra && !rb;
+		return !ra && !rb && a->status == b->status;
 	return group_same_stack(da, ra, db, rb);
 }
 
@@ -217,7 +218,7 @@ static void apply_history(struct sw_dump *d, uint64_t now,
 			idx ? find_tid(prev->d, idx, t->tid) : NULL;
 
 		t->unchanged_s = 0;
-		if (p && p->unchanged_s >= 0 && t->status == SW_ST_OK &&
+		if (p && p->unchanged_s >= 0 &&
 		    stacks_same_thread_stack(prev->d, p, d, t))
 			t->unchanged_s = p->unchanged_s +
 					 (double)(now - prev->mono_ns) / 1e9;
@@ -297,6 +298,12 @@ static int published(struct target *t, struct sdump **out)
 int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
 	       struct sdump **out)
 {
+	return stacks_get_flags(s, t, timeout_ms, 0, out);
+}
+
+int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
+		     int flags, struct sdump **out)
+{
 	uint64_t now = handler_now_ns();
 	uint64_t deadline = now + (uint64_t)timeout_ms * 1000000ull + GRACE_NS;
 	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
@@ -305,6 +312,10 @@ int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
 
 	*out = NULL;
 	pthread_mutex_lock(&t->dump_lock);
+	if (t->dumping && (flags & STACKS_NOWAIT)) {
+		pthread_mutex_unlock(&t->dump_lock);
+		return -EBUSY;
+	}
 	if (t->dumping) {
 		uint64_t gen = t->dump_gen;
 
@@ -413,16 +424,18 @@ int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 	for (size_t i = 0; i < now->d->nthreads; i++) {
 		const struct sw_thread *th = &now->d->threads[i], *p;
 
-		if (th->status != SW_ST_OK ||
-		    th->unchanged_s < (double)s->stuck_after_s)
+		if (th->unchanged_s < (double)s->stuck_after_s)
 			continue;
-		if (th->state == 'D') {
+		/* A thread in D cannot run our handler: it times out. */
+		if (th->state == 'D' &&
+		    (th->status == SW_ST_OK || th->status == SW_ST_TIMEOUT)) {
 			list[cnt].thread = i;
 			list[cnt++].reason = "blocked-in-kernel";
 			continue;
 		}
 		p = idx ? find_tid(prev->d, idx, th->tid) : NULL;
-		if (th->state == 'R' && p && cpu_ms(th) > cpu_ms(p)) {
+		if (th->status == SW_ST_OK && th->state == 'R' && p &&
+		    cpu_ms(th) > cpu_ms(p)) {
 			list[cnt].thread = i;
 			list[cnt++].reason = "spinning";
 		}

@@ -87,6 +87,16 @@ int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
 	       struct sdump **out);
 
 /*
+ * stacks_get() with flags: STACKS_NOWAIT returns -EBUSY at once when a
+ * dump of t is in flight (the sampler's way: a worker never waits for a
+ * target that is slow to answer, so a stopped process holds at most one
+ * worker however often it falls due).
+ */
+#define STACKS_NOWAIT 0x1
+int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
+		     int flags, struct sdump **out);
+
+/*
  * A private copy of d without symbols (frames of ip, module and offset),
  * grouped by offsets. *out is freed with sw_dump_free().
  */

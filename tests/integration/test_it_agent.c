@@ -60,6 +60,9 @@ static void test_sigwait(const struct itest_daemon *d)
 	TAP_OK(status == 200 && count(j, "worker", "ok") == 4,
 	       "workers that block every signal are all dumped (%d ok)",
 	       count(j, "worker", "ok"));
+	TAP_OK(j && cJSON_GetObjectItem(j, "threads_ok")->valuedouble ==
+			    cJSON_GetObjectItem(j, "threads_total")->valuedouble,
+	       "and so is the thread waiting in sigwait(all signals)");
 	cJSON_Delete(j);
 	kill(pid, SIGTERM);
 	TAP_OK(itest_wait_line(out, "got SIGTERM"),
