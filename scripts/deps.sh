@@ -9,7 +9,10 @@ set -eu
 
 build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev \
 libcjson-dev libmicrohttpd-dev libsystemd-dev"
-check="$build binutils elfutils procps"
+# clang: the libFuzzer pass; prometheus: promtool checks /metrics;
+# strace: proves the daemon sends no signal; curl: the README's examples.
+testtools="clang strace prometheus curl"
+check="$build $testtools binutils elfutils procps"
 bench="$check gdb elfutils"
 lint="$build cppcheck clang-tidy clang-format"
 

@@ -27,8 +27,8 @@
 #include "web.h"
 
 #define HTTP_THREADS 8
-#define HTTP_MAX_CONNECTIONS 256
-#define HTTP_MAX_PER_IP 64
+#define HTTP_MAX_CONNECTIONS 512
+#define HTTP_MAX_PER_IP 128 /* local clients all share 127.0.0.1 */
 #define HTTP_CONN_TIMEOUT_S 10
 #define HTTP_CONN_MEMORY (64 * 1024)
 #define HTTP_MAX_TIMEOUT_MS 10000
@@ -646,6 +646,18 @@ static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
 	return send_body(c, MHD_HTTP_OK, FMT_TEXT, body, strlen(body));
 }
 
+/* True when the request announces a body (we accept none). */
+static bool has_body(struct MHD_Connection *c)
+{
+	const char *len = MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+					MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return true;
+	return len && strcmp(len, "0") != 0;
+}
+
 /* Compares in time that depends only on the lengths. */
 static bool same_secret(const char *a, const char *b)
 {
@@ -750,7 +762,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	    strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, FMT_JSON,
 				  "only GET and HEAD are allowed");
-	if (*upload_size)
+	if (*upload_size || has_body(c))
 		return send_error(c, 413, FMT_JSON,
 				  "no request body is accepted");
 	if (!host_allowed(h, c))
