@@ -105,9 +105,25 @@ $(BUILD)/libstackwatch-agent.so: $(AGENT_OBJS) src/agent/agent.map
 	$(CC) -shared -Wl,--no-undefined -Wl,--version-script=src/agent/agent.map \
 	    -o $@ $(AGENT_OBJS) $(SW_LDFLAGS) -ldl
 
-$(BUILD)/stackwatchd: $(DAEMON_OBJS) $(BUILD)/libstackwatch.a
-	$(CC) -o $@ $(DAEMON_OBJS) $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
-	    $(DAEMON_LIBS) $(SW_LIBS)
+# The page (web/) is compiled into the daemon: a build-time tool writes
+# every file as C data (src/daemon/web.h).
+WEB_FILES := $(sort $(wildcard web/*.html web/*.js web/*.css web/*.svg))
+WEB_OBJ   := $(BUILD)/gen/web_assets.o
+
+$(BUILD)/tools/embed: src/daemon/tools/embed.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 $(WARN) $(if $(WERROR),-Werror) -o $@ $<
+
+$(BUILD)/gen/web_assets.c: $(BUILD)/tools/embed $(WEB_FILES)
+	@mkdir -p $(@D)
+	$(BUILD)/tools/embed $@ $(WEB_FILES)
+
+$(WEB_OBJ): $(BUILD)/gen/web_assets.c src/daemon/web.h
+	$(CC) $(SW_CFLAGS) -Isrc/daemon -c -o $@ $<
+
+$(BUILD)/stackwatchd: $(DAEMON_OBJS) $(WEB_OBJ) $(BUILD)/libstackwatch.a
+	$(CC) -o $@ $(DAEMON_OBJS) $(WEB_OBJ) $(BUILD)/libstackwatch.a \
+	    $(SW_LDFLAGS) $(DAEMON_LIBS) $(SW_LIBS)
 
 $(BUILD)/stackwatch: $(CLI_OBJS) $(BUILD)/libstackwatch.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
@@ -141,6 +157,14 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 	$(CC) $(SW_CFLAGS) -O0 -fno-inline -rdynamic -o $@ $< \
 	    $(BUILD)/libstackwatch.a $(SW_LDFLAGS) $(SW_LIBS)
 
+# The agent's fixtures are plain programs: nothing of ours linked in, the
+# agent preloaded by the tests, as in real use.
+$(BUILD)/fixtures/agent_target: tests/fixtures/agent_target.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread $(WARN) \
+	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
+	    -o $@ $<
+
 $(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a \
 		tests/unit/tap.h
 	@mkdir -p $(@D)
@@ -153,6 +177,12 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libstackwatch.a
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS)
+
+# The daemon benchmark's target is a plain program: nothing of ours is
+# linked in, the agent is preloaded (tests/bench/daemon.sh).
+$(BUILD)/bench/bench_target: tests/bench/bench_target.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(OPT) -pthread $(WARN) -o $@ $< -pthread
 
 # The client's test includes its source.
 $(BUILD)/tests/test_cli_http: src/cli/http_client.c src/cli/http_client.h
@@ -188,7 +218,7 @@ test: check
 
 bench:
 	@sh scripts/deps.sh bench
-	@$(MAKE) --no-print-directory OPT="-O2 -g" lib $(BENCH_BINS)
+	@$(MAKE) --no-print-directory OPT="-O2 -g" all $(BENCH_BINS) $(FIX_BINS)
 	@BUILD=$(BUILD) sh tests/bench/run.sh $(BUILD)
 
 asan:
