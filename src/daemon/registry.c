@@ -364,7 +364,12 @@ static void *listener_main(void *arg)
 	}
 }
 
-static int make_dirs(const char *path)
+/*
+ * Creates the socket's own directory (0755) when it is missing, as for
+ * /run/stackwatch or $XDG_RUNTIME_DIR/stackwatch; never its ancestors: a
+ * mistyped path fails instead of growing directories anywhere.
+ */
+static int make_dir(const char *path)
 {
 	char dir[108];
 	char *slash;
@@ -374,14 +379,6 @@ static int make_dirs(const char *path)
 	if (!slash || slash == dir)
 		return 0;
 	*slash = '\0';
-	for (char *p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
@@ -395,7 +392,7 @@ static int open_listener(struct registry *r, const char *path)
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	rc = make_dirs(path);
+	rc = make_dir(path);
 	if (rc < 0)
 		return rc;
 	/* Replace a stale socket, never anything else. */
