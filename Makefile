@@ -42,7 +42,7 @@ SONAME    := libstackwatch.so.0
 # The agent carries only the collector (no symbolizer: the daemon does that),
 # so a target loads libunwind and nothing else of ours.
 AGENT_LIB := collect dump futex handler loader_guard modules procfs wire \
-             paths strerror unwind sigmask
+             paths strerror unwind sigmask stackmap
 AGENT_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/agent/*.c))) \
               $(AGENT_LIB:%=$(BUILD)/obj/lib/%.o)
 
@@ -159,7 +159,8 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 
 # The agent's fixtures are plain programs: nothing of ours linked in, the
 # agent preloaded by the tests, as in real use.
-$(BUILD)/fixtures/agent_target: tests/fixtures/agent_target.c | $(DEPS_STAMP)
+$(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo: \
+		$(BUILD)/fixtures/%: tests/fixtures/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread $(WARN) \
 	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
@@ -182,7 +183,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libstackwatch.a
 # linked in, the agent is preloaded (tests/bench/daemon.sh).
 $(BUILD)/bench/bench_target: tests/bench/bench_target.c
 	@mkdir -p $(@D)
-	$(CC) -std=gnu11 $(OPT) -pthread $(WARN) -o $@ $< -pthread
+	$(CC) -std=gnu11 $(OPT) -pthread $(WARN) $(if $(WERROR),-Werror) -o $@ $<
 
 # The client's test includes its source.
 $(BUILD)/tests/test_cli_http: src/cli/http_client.c src/cli/http_client.h
@@ -254,3 +255,119 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJS:.o=.d)
+
+# ---------------------------------------------------------------------------
+# make install / uninstall / run / man-check
+#
+#   make install [PREFIX=/usr/local] [DESTDIR=]   binaries, libraries, the
+#       agent, the header, stackwatch.pc, man pages, the systemd unit
+#   make uninstall                                 removes exactly those
+#   make run      the daemon and a demo workload, until Ctrl-C
+#                 (STACKWATCH_LISTEN=127.0.0.1:0 for a free port)
+#
+# The CLI finds the agent at ../lib/stackwatch/ from its own directory, so
+# BINDIR and AGENTDIR keep that relation unless both are moved together.
+
+BINDIR         ?= $(PREFIX)/bin
+LIBDIR         ?= $(PREFIX)/lib
+AGENTDIR       ?= $(PREFIX)/lib/stackwatch
+INCLUDEDIR     ?= $(PREFIX)/include
+PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
+MANDIR         ?= $(PREFIX)/share/man
+DOCDIR         ?= $(PREFIX)/share/doc/stackwatch
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL        ?= install
+
+SW_VERSION_STR := $(shell sed -n 's/^\#define SW_VERSION "\(.*\)"$$/\1/p' \
+                    include/stackwatch.h)
+LIB_REAL       := libstackwatch.so.$(SW_VERSION_STR)
+MAN_PAGES      := docs/man/stackwatch.1 docs/man/stackwatchd.8 \
+                  docs/man/libstackwatch.3
+# Other names of libstackwatch(3), installed as ".so" links to it.
+MAN3_LINKS     := sw_dump_self sw_dump_opts_init sw_dump_json sw_dump_text \
+                  sw_dump_folded sw_dump_free sw_strerror sw_signal
+
+.PHONY: install uninstall run man-check
+
+# stackwatch.pc and the unit are written at install time, so that they
+# name the PREFIX and BINDIR of this install.
+define SW_PC
+prefix=$(PREFIX)
+libdir=$(LIBDIR)
+includedir=$(INCLUDEDIR)
+
+Name: stackwatch
+Description: the stack of every thread of the calling process, without stopping it
+Version: $(SW_VERSION_STR)
+Cflags: -I$${includedir}
+Libs: -L$${libdir} -lstackwatch
+Libs.private: -ldw -lelf -lcjson -ldl -pthread
+endef
+export SW_PC
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(AGENTDIR) $(DESTDIR)$(INCLUDEDIR) \
+	    $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 \
+	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 755 $(BUILD)/stackwatchd $(BUILD)/stackwatch \
+	    $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(BUILD)/libstackwatch.so $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libstackwatch.so
+	$(INSTALL) -m 644 $(BUILD)/libstackwatch.a $(DESTDIR)$(LIBDIR)/
+	$(INSTALL) -m 755 $(BUILD)/libstackwatch-agent.so $(DESTDIR)$(AGENTDIR)/
+	$(INSTALL) -m 644 include/stackwatch.h $(DESTDIR)$(INCLUDEDIR)/
+	printf '%s\n' "$$SW_PC" >$(DESTDIR)$(PKGCONFIGDIR)/stackwatch.pc
+	$(INSTALL) -m 644 docs/man/stackwatch.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 644 docs/man/libstackwatch.3 $(DESTDIR)$(MANDIR)/man3/
+	$(INSTALL) -m 644 docs/man/stackwatchd.8 $(DESTDIR)$(MANDIR)/man8/
+	for n in $(MAN3_LINKS); do \
+	    echo '.so man3/libstackwatch.3' >$(DESTDIR)$(MANDIR)/man3/$$n.3 || exit 1; \
+	done
+	sed 's|^ExecStart=/usr/local/bin/stackwatchd|ExecStart=$(BINDIR)/stackwatchd|' \
+	    systemd/stackwatchd.service \
+	    >$(DESTDIR)$(SYSTEMDUNITDIR)/stackwatchd.service
+	sed 's|/usr/local/lib/stackwatch/|$(AGENTDIR)/|' \
+	    systemd/example-agent.conf >$(DESTDIR)$(DOCDIR)/example-agent.conf
+	$(INSTALL) -m 644 systemd/stackwatchd.conf.example $(DESTDIR)$(DOCDIR)/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	    ldconfig 2>/dev/null || true; \
+	    echo "installed; now: systemctl daemon-reload && systemctl enable --now stackwatchd"; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/stackwatchd $(DESTDIR)$(BINDIR)/stackwatch \
+	    $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libstackwatch.so \
+	    $(DESTDIR)$(LIBDIR)/libstackwatch.a \
+	    $(DESTDIR)$(AGENTDIR)/libstackwatch-agent.so \
+	    $(DESTDIR)$(INCLUDEDIR)/stackwatch.h \
+	    $(DESTDIR)$(PKGCONFIGDIR)/stackwatch.pc \
+	    $(DESTDIR)$(MANDIR)/man1/stackwatch.1 \
+	    $(DESTDIR)$(MANDIR)/man3/libstackwatch.3 \
+	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
+	    $(DESTDIR)$(MANDIR)/man8/stackwatchd.8 \
+	    $(DESTDIR)$(SYSTEMDUNITDIR)/stackwatchd.service \
+	    $(DESTDIR)$(DOCDIR)/example-agent.conf \
+	    $(DESTDIR)$(DOCDIR)/stackwatchd.conf.example
+	rmdir $(DESTDIR)$(AGENTDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	    ldconfig 2>/dev/null || true; \
+	fi
+
+# make run: dependencies, build, then the daemon and the demo in the
+# foreground (scripts/run.sh) until Ctrl-C.
+run:
+	@sh scripts/deps.sh build
+	@$(MAKE) --no-print-directory all $(BUILD)/fixtures/demo
+	@BUILD=$(BUILD) sh scripts/run.sh
+
+# The man pages render without a warning.
+man-check:
+	@for m in $(MAN_PAGES); do \
+	    out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$$m" 2>&1 >/dev/null; \
+	           groff -ww -z -man "$$m" 2>&1); \
+	    if [ -n "$$out" ]; then echo "$$m: $$out"; exit 1; fi; \
+	done; echo "man pages: no warnings"

@@ -12,7 +12,14 @@ libcjson-dev libmicrohttpd-dev libsystemd-dev"
 # clang: the libFuzzer pass; prometheus: promtool checks /metrics;
 # strace: proves the daemon sends no signal; curl: the README's examples.
 testtools="clang strace prometheus curl"
-check="$build $testtools binutils elfutils procps"
+# chromium, nodejs, npm: the browser test of the page (tests/web); a
+# NodeSource nodejs carries its own npm and conflicts with Debian's.
+web="chromium nodejs"
+command -v npm >/dev/null 2>&1 || web="$web npm"
+# systemd: systemd-analyze checks the unit; man-db, groff-base: the man
+# pages render; util-linux: setsid for the make run test.
+service="systemd man-db groff-base util-linux"
+check="$build $testtools $web $service binutils elfutils procps"
 bench="$check gdb elfutils"
 lint="$build cppcheck clang-tidy clang-format"
 

@@ -23,10 +23,10 @@
 
 #define STATUS_PERIOD_US 2000000u
 
-static bool enabled;		    /* NOTIFY_SOCKET set; written by init */
-static uint64_t watchdog_usec;	    /* 0: no watchdog; written by init */
+static bool enabled;		      /* NOTIFY_SOCKET set; written by init */
+static uint64_t watchdog_usec;	      /* 0: no watchdog; written by init */
 static _Atomic uint64_t last_ping_us; /* CLOCK_MONOTONIC of the last one */
-static _Atomic bool pinged_outside; /* notify_watchdog() was called */
+static _Atomic bool pinged_outside;   /* notify_watchdog() was called */
 
 static struct {
 	pthread_t thread;
@@ -62,8 +62,8 @@ void notify_init(void)
 static void ping(void)
 {
 	uint64_t now = mono_us();
-	uint64_t last = atomic_load_explicit(&last_ping_us,
-					     memory_order_relaxed);
+	uint64_t last =
+		atomic_load_explicit(&last_ping_us, memory_order_relaxed);
 
 	if (last && now - last < watchdog_usec / 2)
 		return;
@@ -116,9 +116,8 @@ static void *status_main(void *arg)
 			until.tv_sec++;
 			until.tv_nsec -= 1000000000L;
 		}
-		while (!st.stop &&
-		       pthread_cond_timedwait(&st.cond, &st.lock, &until) !=
-			       ETIMEDOUT)
+		while (!st.stop && pthread_cond_timedwait(&st.cond, &st.lock,
+							  &until) != ETIMEDOUT)
 			;
 		if (st.stop)
 			break;
@@ -161,7 +160,8 @@ int notify_ready(struct registry *reg, const char *url)
 	if (rc != 0)
 		goto out_warn;
 	st.stop = false;
-	rc = pthread_create(&st.thread, NULL, status_main, (void *)(uintptr_t)n);
+	rc = pthread_create(&st.thread, NULL, status_main,
+			    (void *)(uintptr_t)n);
 	if (rc != 0) {
 		pthread_cond_destroy(&st.cond);
 		goto out_warn;

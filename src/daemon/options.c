@@ -233,8 +233,7 @@ static char *trim(char *s)
 static void cut_comment(char *line)
 {
 	for (char *p = line; *p; p++) {
-		if (*p == '#' &&
-		    (p == line || p[-1] == ' ' || p[-1] == '\t')) {
+		if (*p == '#' && (p == line || p[-1] == ' ' || p[-1] == '\t')) {
 			*p = '\0';
 			return;
 		}

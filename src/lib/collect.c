@@ -27,6 +27,10 @@
 #include "handler.h"
 #include "modules.h"
 #include "procfs.h"
+#include "stackmap.h"
+
+/* Without an answer for this long, the dumper checks who has exited. */
+#define COLLECT_EXIT_POLL_NS (5 * 1000000ull)
 
 static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t next_gen;	   /* under collect_lock */
@@ -350,11 +354,40 @@ static void start_more(struct run *r)
 	}
 }
 
+/*
+ * Takes back the slots of signalled threads that have exited since: their
+ * signal died with them (glibc blocks every signal while a thread exits,
+ * so one signalled then never runs the handler), and waiting for them
+ * would hold the whole dump until its deadline. A slot still armed is
+ * freed with a newer generation, as at the deadline.
+ */
+static void settle_exited(struct run *r)
+{
+	for (size_t s = 0; s < r->window; s++) {
+		uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
+		struct sw_thread *t;
+
+		if (r->owner[s] < 0)
+			continue;
+		t = &r->d->threads[r->owner[s]];
+		if (task_exists(r, t->tid) ||
+		    !atomic_compare_exchange_strong(
+			    &handler_slots[s].word, &w,
+			    SLOT_WORD(r->gen[s] + 1, SLOT_FREE)))
+			continue;
+		r->owner[s] = -1;
+		r->inflight--;
+		dump_thread_set_error(t, SW_ST_EXITED,
+				      "the thread exited during the dump");
+	}
+}
+
 /* Signals every thread through the window until all answered or the
  * deadline. */
 static void signal_all(struct run *r)
 {
 	for (;;) {
+		uint64_t now, until;
 		uint32_t seq;
 
 		start_more(r);
@@ -369,9 +402,17 @@ static void signal_all(struct run *r)
 			/* Every usable slot is quarantined. */
 			break;
 		}
-		if (handler_now_ns() >= r->deadline_ns)
+		now = handler_now_ns();
+		if (now >= r->deadline_ns)
 			break;
-		futex_wait_until(&handler_done_seq, seq, r->deadline_ns);
+		/* No answer for a while: look for threads gone meanwhile. */
+		until = now + COLLECT_EXIT_POLL_NS;
+		if (until >= r->deadline_ns)
+			until = r->deadline_ns;
+		if (futex_wait_until(&handler_done_seq, seq, until) ==
+			    -ETIMEDOUT &&
+		    until < r->deadline_ns)
+			settle_exited(r);
 	}
 	finish_at_deadline(r);
 }
@@ -511,6 +552,11 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	rc = init_threads(&r, self_ips, self_n, tracer != 0);
 	if (rc < 0)
 		goto out_close;
+	/*
+	 * After the thread list: every listed thread's stack is mapped by
+	 * now. Should the table fail, handlers find no bounds and unwind.
+	 */
+	stackmap_refresh();
 	reclaim_slots(&r);
 	signal_all(&r);
 	rc = modules_read_self(r.d);

@@ -40,6 +40,7 @@ enum sw_status {
 #define SW_TF_FIRST_EXACT 0x1 /* ips[0] is an interrupted pc, not a return */
 #define SW_TF_IN_LOADER 0x2   /* stopped inside the dynamic loader */
 #define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
+#define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
 
 /* One symbolized frame. Strings are owned by the thread's frame array. */
 struct sw_frame {

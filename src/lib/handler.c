@@ -6,7 +6,10 @@
  * system calls, the vDSO clock and libunwind's local unwinder (whose global
  * cache lock is taken with every signal blocked, so a thread holding it is
  * never interrupted by us). The one libunwind hazard left is the dynamic
- * loader's lock, which loader_guard.c handles.
+ * loader's lock, which loader_guard.c handles. The other hazard is stack:
+ * the handler unwinds only with HANDLER_STACK_NEED bytes left below it
+ * (stackmap.c), and a signal of ours that arrives while the handler is
+ * still on the stack is put back (defer()), so frames never pile up.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +27,7 @@
 #include "handler.h"
 #include "loader_guard.h"
 #include "sigmask.h"
+#include "stackmap.h"
 #include "unwind.h"
 
 struct slot handler_slots[HANDLER_SLOTS];
@@ -46,22 +50,16 @@ uint64_t handler_now_ns(void)
 /*
  * Unwinds from the interrupted context uc into s. Async-signal-safe. The
  * first ip is the interrupted pc itself (UNW_INIT_SIGNAL_FRAME tells
- * libunwind so), the rest are return addresses.
+ * libunwind so), the rest are return addresses. Never inlined: the cursor
+ * (1 kB) must not be in the frame of a caller that decides not to unwind.
  */
-static void unwind_into(struct slot *s, ucontext_t *uc)
+__attribute__((noinline)) static void unwind_into(struct slot *s,
+						  ucontext_t *uc)
 {
 	unw_cursor_t cursor;
 	unw_word_t ip;
 	uint32_t n = 0;
 
-	s->flags = SW_TF_FIRST_EXACT;
-	if (sw_loader_depth > 0) {
-		/* Inside the loader: unwinding would take its lock again. */
-		s->ips[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-		s->nips = 1;
-		s->flags |= SW_TF_IN_LOADER;
-		return;
-	}
 	if (unwind.init_local2(&cursor, (unw_context_t *)uc,
 			       UNW_INIT_SIGNAL_FRAME) < 0) {
 		s->ips[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -80,6 +78,37 @@ static void unwind_into(struct slot *s, ucontext_t *uc)
 	s->nips = n;
 }
 
+/*
+ * Fills s with the stack of the interrupted context uc, or with the
+ * interrupted pc alone and a flag saying why not: inside the dynamic
+ * loader, unwinding would take the loader's lock again; with less than
+ * HANDLER_STACK_NEED bytes below sp (the handler's own frame), it would
+ * run off the stack and fault. Async-signal-safe.
+ */
+static void take_stack(struct slot *s, ucontext_t *uc, int signo, uintptr_t sp)
+{
+	s->flags = SW_TF_FIRST_EXACT;
+	if (sw_loader_depth > 0) {
+		s->flags |= SW_TF_IN_LOADER;
+	} else if (stackmap_room(sp) < HANDLER_STACK_NEED) {
+		uint64_t block = 1ull << (signo - 1);
+
+		/*
+		 * Not one more signal frame on this stack: the next dump's
+		 * signal waits until this handler has returned, instead of
+		 * nesting in its last instructions (defer()).
+		 */
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, NULL,
+			sizeof(block));
+		s->flags |= SW_TF_LOW_STACK;
+	} else {
+		unwind_into(s, uc);
+		return;
+	}
+	s->ips[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	s->nips = 1;
+}
+
 /* The thread's own CPU times: one system call, no /proc read. */
 static void cpu_times(struct slot *s)
 {
@@ -96,6 +125,40 @@ static void cpu_times(struct slot *s)
 }
 
 /*
+ * Our signal arrived while this thread is still inside our handler: the
+ * one below has published and is on its way out (often preempted right
+ * after its futex wake, while the dumper already signals the next dump),
+ * or it is a late one still unwinding. Handling the signal here would pile
+ * a second kernel signal frame (AT_MINSIGSTKSZ: 3.6 kB with AVX-512) and a
+ * second unwind on top of the first, and under a tight dump loop the pile
+ * grows without bound: 116 levels deep in 500 dumps of a spinning thread
+ * before this existed. So the signal is put back instead: blocked now, and
+ * in the mask the handler below resumes with (uc), then queued again to
+ * this thread. It is delivered once the handler below has returned and the
+ * thread's own mask is back, on the interrupted code's stack. A stale one
+ * is dropped. Async-signal-safe: raw system calls only (the libc mask
+ * calls are interposed, sigmask.c).
+ */
+static void defer(int signo, siginfo_t *si, ucontext_t *uc,
+		  const struct slot *s, uint64_t gen)
+{
+	uint64_t block = 1ull << (signo - 1); /* the kernel's sigset_t */
+
+	if (atomic_load_explicit(&s->word, memory_order_relaxed) !=
+	    SLOT_WORD(gen, SLOT_ARMED))
+		return;
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, NULL, sizeof(block));
+	/*
+	 * The kernel restores the first word of uc_sigmask at sigreturn. Set
+	 * by hand: a first call of sigaddset() here would go through the lazy
+	 * binder, which saves every vector register on this stack (~3 kB).
+	 */
+	uc->uc_sigmask.__val[0] |= block;
+	syscall(SYS_rt_tgsigqueueinfo, getpid(), syscall(SYS_gettid), signo,
+		si);
+}
+
+/*
  * The handler. Accepts only our own SI_QUEUE signal whose cookie names a
  * slot armed for exactly this generation; everything else (a late signal
  * from an abandoned dump, a forged one) leaves no trace. Async-signal-safe.
@@ -106,7 +169,6 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	uint64_t cookie, expect;
 	struct slot *s;
 
-	(void)signo;
 	handler_depth++;
 	if (si->si_code != SI_QUEUE || si->si_pid != getpid())
 		goto out;
@@ -114,6 +176,10 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	if ((cookie & 0xff) >= HANDLER_SLOTS)
 		goto out;
 	s = &handler_slots[cookie & 0xff];
+	if (handler_depth > 1) {
+		defer(signo, si, ctx, s, cookie >> 8);
+		goto out;
+	}
 	expect = SLOT_WORD(cookie >> 8, SLOT_ARMED);
 	if (!atomic_compare_exchange_strong_explicit(
 		    &s->word, &expect, SLOT_WORD(cookie >> 8, SLOT_WRITING),
@@ -124,7 +190,9 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		s->nips = 0;
 		s->flags = 0;
 	} else {
-		unwind_into(s, ctx);
+		/* The frame, not a local: ASan may keep locals elsewhere. */
+		take_stack(s, ctx, signo,
+			   (uintptr_t)__builtin_frame_address(0));
 		cpu_times(s);
 	}
 	atomic_store_explicit(&s->word, SLOT_WORD(cookie >> 8, SLOT_DONE),
@@ -241,8 +309,8 @@ static void install(void)
 	/*
 	 * SA_NODEFER: while a thread runs our handler its mask must not show
 	 * our signal, or the next dump, reading SigBlk a moment too early,
-	 * would call it blocked. A nested late signal finds a stale cookie
-	 * and returns at once.
+	 * would call it blocked. A signal that still nests in our handler
+	 * is put back until the handler has returned (defer()).
 	 */
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
 	/*

@@ -5,8 +5,9 @@
  * It is async-signal-safe and nothing else: no malloc, no stdio, no locks
  * of ours, errno saved and restored. It claims its slot by CAS on the
  * slot's (generation, state) word, unwinds with libunwind into the slot's
- * preallocated ips, publishes with release ordering and wakes the dumper
- * through the done futex.
+ * preallocated ips (or takes only the interrupted pc, flagged, inside the
+ * dynamic loader or too near the end of its stack), publishes with release
+ * ordering and wakes the dumper through the done futex.
  */
 #ifndef SW_HANDLER_H
 #define SW_HANDLER_H
@@ -18,6 +19,16 @@
 #include "dump.h"
 
 #define HANDLER_SLOTS 64 /* the largest window */
+
+/*
+ * Bytes of stack the handler needs below its own frame to unwind (cursor,
+ * libunwind's DWARF state, getrusage): at most 3148 measured across the
+ * whole test suite, C++ and loader threads included (test_low_stack.c
+ * checks one case against this), more than doubled for paths no test
+ * reaches. With less left the handler takes only the interrupted pc
+ * (SW_TF_LOW_STACK). The kernel's signal frame comes on top of it.
+ */
+#define HANDLER_STACK_NEED (8 * 1024)
 
 /* Slot states, the low two bits of a slot word; the rest is generation. */
 enum {

@@ -43,6 +43,7 @@
 #define SYM_RETRY_NS (60ULL * 1000000000ULL) /* retry a failed module */
 
 static const char in_loader[] = "[in dynamic loader]";
+static const char low_stack[] = "[stack nearly exhausted]";
 
 struct slot {
 	uint64_t off;
@@ -662,12 +663,15 @@ static int thread_frames(struct symctx *c, struct sw_thread *t)
 	struct fvec v = { 0 };
 	int rc = 0;
 
-	if (t->flags & SW_TF_IN_LOADER) {
+	if (t->flags & (SW_TF_IN_LOADER | SW_TF_LOW_STACK)) {
 		uint64_t ip = t->nips ? t->ips[0] : 0;
 		int mi = t->nips ? range_find(c->ranges, c->nranges, ip) : -1;
 		uint64_t off = mi < 0 ? ip : ip - c->d->modules[mi].bias;
 
-		rc = fvec_push(&v, ip, mi, off, in_loader, NULL, 0, false);
+		rc = fvec_push(&v, ip, mi, off,
+			       t->flags & SW_TF_IN_LOADER ? in_loader
+							  : low_stack,
+			       NULL, 0, false);
 	} else {
 		rc = fvec_reserve(&v, t->nips);
 		for (size_t k = 0; !rc && k < t->nips; k++)

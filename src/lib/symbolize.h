@@ -42,7 +42,8 @@ void sym_free(struct sym *s);
  * sharing its ip). Looks up pc - 1 for every frame but an exact first one
  * (SW_TF_FIRST_EXACT). A module that cannot be read, or whose build-id does
  * not match the file, gives frames with module and offset only. A thread
- * flagged SW_TF_IN_LOADER gets one frame, function "[in dynamic loader]".
+ * flagged SW_TF_IN_LOADER gets one frame, function "[in dynamic loader]",
+ * and one flagged SW_TF_LOW_STACK one frame "[stack nearly exhausted]".
  * Sets d->symbolized = symbols. Returns 0 or -ENOMEM (then d is unchanged
  * apart from frames it could fill).
  */

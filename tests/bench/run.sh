@@ -16,6 +16,11 @@
 # processes, single-thread rates over SW_BENCH_PROCS processes of
 # SW_BENCH_SECONDS (default 0.5) per rate. SW_BENCH_THREADS (default
 # "100 1000 4000") sets the sizes. About a minute on an idle 2-vCPU machine.
+#
+# Then tests/bench/daemon.sh (skipped with SW_BENCH_DAEMON=0) prints a
+# second table: stackwatch through the daemon against eu-stack and gdb on
+# the same processes, the pause each imposes, the target's RSS and the
+# daemon at rest (a few more minutes; see its header).
 set -u
 
 build=${1:-build}
@@ -248,4 +253,9 @@ echo "Raw: collect_self, no symbols (what the agent ships). Floor: the" \
 echo
 echo "CPUs busy with other work: ${busy_before}% before the run," \
 	"$(busy)% after."
+
+# ---- through the daemon, against eu-stack and gdb ----
+if [ "${SW_BENCH_DAEMON:-1}" != 0 ]; then
+	sh "$(dirname "$0")/daemon.sh" "$build" || status=1
+fi
 exit $status

@@ -170,7 +170,7 @@ out_free:
 
 int main(int argc, char **argv)
 {
-	struct input in[MAX_FILES];
+	struct input in[MAX_FILES] = { { NULL, NULL } };
 	size_t n = 0;
 	char tmp[4096];
 	FILE *o;

@@ -1,0 +1,209 @@
+#!/bin/sh
+# unit-check.sh - runs the installed stackwatchd.service, sandbox and all,
+# under a real systemd, and checks that it works: systemd boots as PID 1 in
+# private PID, mount, network, UTS and IPC namespaces, with only our units
+# (the distribution's are hidden), "make install" bind-mounted on
+# /usr/local. A demo workload runs under the agent as user nobody, from a
+# directory only nobody may read, in a sandbox of its own, through the
+# shipped drop-in example. A probe then checks: the unit is active with
+# READY=1 and STATUS=, the demo registered and its frames are symbolized,
+# WATCHDOG=1 keeps a 2 s watchdog happy, a stopped (SIGSTOP) daemon is
+# restarted by the watchdog, every HTTP endpoint answers, and "systemctl
+# stop" ends it with status 0.
+#
+# Usage: sh scripts/unit-check.sh [BUILD]   (as root; after make)
+# Prints "ok - ..." / "not ok - ..." lines; exit status 0 when all pass.
+# Not part of "make check": it needs root, unshare(1) and systemd, takes
+# about 30 s, and systemd makes cgroups in this host's hierarchy (removed
+# again at the end).
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-${BUILD:-$root/build}}
+case "$BUILD" in /*) ;; *) BUILD=$root/$BUILD ;; esac
+systemd=/lib/systemd/systemd
+
+if [ "$(id -u)" != 0 ] || [ ! -x "$systemd" ] ||
+	! command -v unshare >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+	echo "unit-check.sh: needs root, $systemd, unshare and curl" >&2
+	exit 2
+fi
+if [ ! -x "$BUILD/fixtures/demo" ]; then
+	echo "unit-check.sh: $BUILD/fixtures/demo is missing: make test-bins" >&2
+	exit 2
+fi
+
+t=$(mktemp -d /tmp/sw-unit-check.XXXXXX) || exit 1
+chmod 755 "$t"
+ns_pid=""
+cleanup() {
+	[ -n "$ns_pid" ] && kill -KILL "$ns_pid" 2>/dev/null && wait "$ns_pid" 2>/dev/null
+	# The cgroups the namespaced systemd made (it had no time to remove
+	# them); their processes may take a moment to be gone.
+	for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
+		for d in "${h}system.slice/demo.service" \
+			"${h}system.slice/stackwatchd.service" \
+			"${h}system.slice/probe.service" "${h}system.slice" \
+			"${h}init.scope"; do
+			i=0
+			while [ -d "$d" ] && [ $i -lt 50 ]; do
+				[ -z "$(cat "$d/cgroup.procs" 2>/dev/null)" ] &&
+					rmdir "$d" 2>/dev/null && break
+				sleep 0.1
+				i=$((i + 1))
+			done
+		done
+	done
+	rm -rf "$t"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+unset MAKEFLAGS MFLAGS MAKELEVEL
+make -C "$root" --no-print-directory BUILD="$BUILD" DESTDIR="$t/inst" \
+	install >"$t/make.log" 2>&1 || { cat "$t/make.log" >&2; exit 1; }
+
+# The demo, where only nobody may read it.
+priv=$t/inst/usr/local/libexec/sw-private
+mkdir -p "$priv" "$t/units" "$t/empty" "$t/log"
+cp "$BUILD/fixtures/demo" "$priv/demo"
+chown -R nobody "$priv"
+chmod 700 "$priv" "$priv/demo"
+chmod 777 "$t/log"
+
+u=$t/units
+for n in sysinit basic shutdown multi-user default network local-fs sockets \
+	timers paths slices; do
+	printf '[Unit]\nDescription=stub %s\n' "$n" >"$u/$n.target"
+done
+cp "$t/inst/usr/local/lib/systemd/system/stackwatchd.service" "$u/"
+mkdir -p "$u/stackwatchd.service.d" "$u/demo.service.d"
+cat >"$u/stackwatchd.service.d/check.conf" <<EOF
+[Service]
+StandardOutput=append:$t/log/daemon.log
+StandardError=append:$t/log/daemon.log
+WatchdogSec=2s
+TimeoutStopSec=3s
+EOF
+cat >"$u/demo.service" <<EOF
+[Unit]
+Description=demo workload under the agent, as nobody, sandboxed
+[Service]
+ExecStart=/usr/local/libexec/sw-private/demo 5 3
+User=nobody
+StandardError=append:$t/log/demo.log
+PrivateTmp=yes
+ProtectSystem=strict
+ProtectHome=yes
+NoNewPrivileges=yes
+SystemCallFilter=@system-service mincore
+SystemCallArchitectures=native
+MemoryDenyWriteExecute=yes
+RestrictAddressFamilies=AF_UNIX
+EOF
+cp "$t/inst/usr/local/share/doc/stackwatch/example-agent.conf" \
+	"$u/demo.service.d/stackwatch.conf"
+cat >"$u/probe.service" <<EOF
+[Unit]
+After=stackwatchd.service demo.service
+Wants=stackwatchd.service demo.service
+[Service]
+Type=oneshot
+StandardOutput=append:$t/log/probe.log
+StandardError=append:$t/log/probe.log
+ExecStart=/bin/sh $t/probe.sh
+ExecStartPost=/bin/sh -c 'echo PROBE-DONE >>$t/log/probe.log'
+EOF
+printf '[Unit]\nWants=probe.service\n' >"$u/unit-check.target"
+
+cat >"$t/probe.sh" <<'EOF'
+show() { systemctl show stackwatchd -p "$1" --value; }
+sleep 6
+echo "state=$(show ActiveState)/$(show SubState)"
+echo "status=$(show StatusText)"
+echo "restarts=$(show NRestarts)"
+demo=$(systemctl show demo -p MainPID --value)
+echo "demo=$demo"
+curl -s --max-time 5 http://127.0.0.1:9407/api/v1/targets >"$LOG/targets.json"
+curl -s --max-time 5 "http://127.0.0.1:9407/api/v1/stacks?pid=$demo&format=text" \
+	>"$LOG/demo.txt"
+codes=""
+for path in /stacks "/stacks?pid=$demo" "/stacks?format=folded" \
+	/api/v1/stacks /api/v1/stuck "/api/v1/diff?pid=$demo&since=2" \
+	/metrics /healthz; do
+	codes="$codes $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
+		"http://127.0.0.1:9407$path")"
+done
+echo "codes=$codes"
+pid=$(show MainPID)
+kill -STOP "$pid"
+# Watchdog 2 s, then SIGABRT, SIGKILL 3 s later, RestartSec=2s: ~8 s.
+i=0
+while [ $i -lt 40 ]; do
+	sleep 0.5
+	[ "$(show NRestarts)" = 1 ] && [ "$(show ActiveState)" = active ] && break
+	i=$((i + 1))
+done
+echo "after-stop=$(show ActiveState) restarts=$(show NRestarts) pid-changed=$([ "$(show MainPID)" != "$pid" ] && echo yes)"
+systemctl stop stackwatchd
+echo "stopped=$(show Result)/$(show ExecMainStatus)"
+EOF
+sed -i "1i LOG=$t/log" "$t/probe.sh"
+
+cat >"$t/boot.sh" <<EOF
+set -e
+mount --make-rprivate /
+mount -t tmpfs tmpfs /run
+mount --bind $u /etc/systemd/system
+mount --bind $t/empty /lib/systemd/system
+mount --bind $t/inst/usr/local /usr/local
+exec env container=other $systemd --system --unit=unit-check.target \
+	--log-target=console --log-level=warning
+EOF
+
+unshare --pid --fork --mount --mount-proc --net --uts --ipc \
+	--kill-child=SIGKILL sh "$t/boot.sh" >"$t/boot.log" 2>&1 &
+ns_pid=$!
+i=0
+while [ $i -lt 60 ] && ! grep -q PROBE-DONE "$t/log/probe.log" 2>/dev/null; do
+	sleep 1
+	i=$((i + 1))
+done
+kill -KILL "$ns_pid" 2>/dev/null
+wait "$ns_pid" 2>/dev/null
+ns_pid=""
+
+failed=0
+check() {
+	if [ "$2" = yes ]; then echo "ok - $1"; else
+		echo "not ok - $1"
+		failed=$((failed + 1))
+	fi
+}
+is() { grep -q "$1" "$2" 2>/dev/null && echo yes; }
+
+p=$t/log/probe.log
+if ! grep -q PROBE-DONE "$p" 2>/dev/null; then
+	echo "not ok - systemd booted and ran the probe (see below)"
+	tail -n 20 "$t/boot.log"
+	exit 1
+fi
+check "the unit is active (Type=notify: READY=1 arrived)" "$(is '^state=active/running$' "$p")"
+check "STATUS= shows the targets: $(sed -n 's/^status=//p' "$p")" \
+	"$(is '^status=2 targets, serving http://127.0.0.1:9407$' "$p")"
+check "the 2 s watchdog is fed: no restart in 6 s" "$(is '^restarts=0$' "$p")"
+check "the demo (user nobody, sandboxed) registered" \
+	"$(is '"comm":"demo","cmdline":"/usr/local/libexec/sw-private/demo 5 3","uid":65534' "$t/log/targets.json")"
+check "its frames are symbolized from a file only nobody may read" \
+	"$(is 'in queue_pop () at demo.c' "$t/log/demo.txt")"
+check "every endpoint answers 200 in the sandbox:$(sed -n 's/^codes=//p' "$p")" \
+	"$(is '^codes= 200 200 200 200 200 200 200 200$' "$p")"
+check "a stopped daemon is restarted by the watchdog" \
+	"$(is '^after-stop=active restarts=1 pid-changed=yes$' "$p")"
+check "systemctl stop: STOPPING=1, exit status 0" "$(is '^stopped=success/0$' "$p")"
+check "the daemon's log has no warning or error" \
+	"$(grep -q '^<[0-4]>\|^stackwatchd:' "$t/log/daemon.log" || echo yes)"
+if [ "$failed" -ne 0 ]; then
+	sed 's/^/# /' "$p" "$t/log/daemon.log"
+fi
+[ "$failed" -eq 0 ]

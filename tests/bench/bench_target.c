@@ -1,0 +1,236 @@
+/*
+ * bench_target.c - the process that tests/bench/daemon.sh dumps with
+ * stackwatch (the agent preloaded), eu-stack and gdb. Nothing of ours is
+ * linked in: it is a plain program, as a user's would be.
+ *
+ *	bench_target N FILE
+ *
+ * Starts N threads in the shapes of bench_collect.c: SHAPES groups of
+ * identical stacks (a thread pool's workers), and every DEEP_EVERY-th
+ * thread DEEP_DEPTH frames deep in a static recursion, all parked in
+ * pthread_cond_wait. One more thread, the heartbeat, wakes every 1 ms
+ * (absolute CLOCK_MONOTONIC deadlines) and keeps the largest gap between
+ * two consecutive wake-ups: how long the process was kept from running.
+ *
+ * Prints "ready" on stdout once every thread is parked. Then, on SIGUSR1,
+ * writes "maxgap_us G beats B late L" to FILE (through FILE.tmp and a
+ * rename, so a reader never sees half a line) and starts a new window: G,
+ * B and L are the largest gap, the number of beats and the number of gaps
+ * over LATE_NS since the previous SIGUSR1 (or since "ready"). FILE "-"
+ * starts no heartbeat (for the daemon-at-rest figure, where 50 heartbeats
+ * would be most of the targets' CPU). SIGTERM or SIGINT ends it. The
+ * signals are taken by the main thread with sigwaitinfo, so no handler of
+ * ours runs on a thread a tool is unwinding.
+ *
+ * With BENCH_TARGET_FIFO=1 in the environment the heartbeat runs at
+ * SCHED_FIFO priority 1 (root only): it then waits for nothing but the
+ * process being stopped (ptrace) or its own signal handler, whatever else
+ * loads the machine.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STACK_SIZE (128 * 1024) /* 4000 threads fit in little memory */
+#define SHAPES 8
+#define DEEP_EVERY 10
+#define DEEP_DEPTH 30
+#define BEAT_NS 1000000L
+#define LATE_NS 2000000ull /* the limit on the pause */
+
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_ready;
+static int gate_open; /* never set */
+
+static _Atomic uint64_t max_gap_ns;
+static _Atomic uint64_t beats;
+static _Atomic uint64_t late;
+
+static __attribute__((noinline)) void gate_wait(void)
+{
+	pthread_mutex_lock(&gate_lock);
+	gate_ready++;
+	while (!gate_open)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+#define SHAPE(k)                                              \
+	static __attribute__((noinline)) void shape_##k(void) \
+	{                                                     \
+		gate_wait();                                  \
+		__asm__ volatile("" ::: "memory");            \
+	}
+SHAPE(0)
+SHAPE(1)
+SHAPE(2)
+SHAPE(3)
+SHAPE(4)
+SHAPE(5)
+SHAPE(6)
+SHAPE(7)
+
+static void (*const shapes[SHAPES])(void) = {
+	shape_0, shape_1, shape_2, shape_3, shape_4, shape_5, shape_6, shape_7,
+};
+
+/* Static on purpose: the tools must name local functions too. */
+static __attribute__((noinline, noipa)) int recurse(int n)
+{
+	volatile int depth = n;
+	int r;
+
+	if (n == 0) {
+		gate_wait();
+		return 0;
+	}
+	r = recurse(n - 1);
+	return r + depth;
+}
+
+static void *thread_main(void *arg)
+{
+	uintptr_t i = (uintptr_t)arg;
+
+	if (i % DEEP_EVERY == DEEP_EVERY - 1)
+		recurse(DEEP_DEPTH);
+	else
+		shapes[i % SHAPES]();
+	return NULL;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *heartbeat_main(void *arg)
+{
+	uint64_t last = now_ns();
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "heartbeat");
+	if (getenv("BENCH_TARGET_FIFO") &&
+	    strcmp(getenv("BENCH_TARGET_FIFO"), "1") == 0) {
+		struct sched_param sp = { .sched_priority = 1 };
+		int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+
+		if (rc != 0)
+			fprintf(stderr, "bench_target: SCHED_FIFO: %s\n",
+				strerror(rc));
+	}
+	for (;;) {
+		uint64_t next = last + BEAT_NS, now, gap, max;
+		struct timespec ts = { (time_t)(next / 1000000000ull),
+				       (long)(next % 1000000000ull) };
+
+		/* A signal (the agent's) or a ptrace stop may cut it short. */
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+				       NULL) == EINTR)
+			;
+		now = now_ns();
+		gap = now - last;
+		last = now;
+		max = atomic_load(&max_gap_ns);
+		while (gap > max &&
+		       !atomic_compare_exchange_weak(&max_gap_ns, &max, gap))
+			;
+		atomic_fetch_add(&beats, 1);
+		if (gap > LATE_NS)
+			atomic_fetch_add(&late, 1);
+	}
+	return NULL;
+}
+
+static int report(const char *path)
+{
+	char tmp[4096];
+	uint64_t gap = atomic_exchange(&max_gap_ns, 0);
+	uint64_t n = atomic_exchange(&beats, 0);
+	uint64_t l = atomic_exchange(&late, 0);
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "maxgap_us %.0f beats %llu late %llu\n", (double)gap / 1e3,
+		(unsigned long long)n, (unsigned long long)l);
+	if (fclose(f) != 0)
+		return -1;
+	return rename(tmp, path);
+}
+
+int main(int argc, char **argv)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	sigset_t set;
+	long n;
+
+	if (argc != 3 || (n = strtol(argv[1], NULL, 10)) < 1 || n > 100000) {
+		fprintf(stderr, "usage: bench_target N FILE\n");
+		return 2;
+	}
+	/* Every thread inherits the mask: only sigwaitinfo takes these. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, STACK_SIZE);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (long i = 0; i < n; i++) {
+		int rc = pthread_create(&t, &attr, thread_main, (void *)i);
+
+		if (rc != 0) {
+			fprintf(stderr, "bench_target: thread %ld of %ld: %s\n",
+				i, n, strerror(rc));
+			return 1;
+		}
+	}
+	for (;;) {
+		int ready;
+		struct timespec ms = { 0, 1000000 };
+
+		pthread_mutex_lock(&gate_lock);
+		ready = gate_ready;
+		pthread_mutex_unlock(&gate_lock);
+		if (ready >= n)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	if (strcmp(argv[2], "-") != 0 &&
+	    pthread_create(&t, &attr, heartbeat_main, NULL) != 0) {
+		fprintf(stderr, "bench_target: no heartbeat thread\n");
+		return 1;
+	}
+	pthread_attr_destroy(&attr);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int sig = sigwaitinfo(&set, NULL);
+
+		if (sig == SIGUSR1 && strcmp(argv[2], "-") != 0) {
+			if (report(argv[2]) < 0)
+				perror("bench_target: report");
+		} else if (sig == SIGTERM || sig == SIGINT) {
+			return 0;
+		}
+	}
+}

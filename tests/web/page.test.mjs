@@ -1,0 +1,506 @@
+// page.test.mjs - the /stacks page in a real browser: headless Chromium
+// (Debian's chromium) driven by playwright-core, against the real daemon
+// and real fixture programs running under the agent.
+//
+//   BUILD=build node --test-reporter=tap tests/web/page.test.mjs
+//
+// Starts build/stackwatchd on 127.0.0.1:0, the workload fixture (64 waiters)
+// and a 1000-thread one, then checks what a person sees: the list, one
+// process with its groups and frames, the search box, expand/collapse,
+// copy, the flame graph, the format links, the stuck-thread hook, API
+// errors, auto-refresh, dark mode; and measures the render time of the
+// 1000-thread process (it must stay under a second). Screenshots go to
+// $BUILD/web/. Each top-level test prints one TAP line ("ok N - ...").
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BUILD = path.resolve(root, process.env.BUILD || 'build');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SHOTS = path.join(BUILD, 'web');
+const RENDER_LIMIT_MS = 1000;
+
+// The line of the waiters' pthread_cond_wait, marked in the fixture.
+const waiterLine = readFileSync(path.join(root, 'tests/fixtures/workload.cc'), 'utf8')
+  .split('\n').findIndex((l) => l.includes('/* @waiter_wait */')) + 1;
+
+const tmp = mkdtempSync(path.join(tmpdir(), 'sw-web-'));
+const socket = path.join(tmp, 'agent.sock');
+const children = [];
+let base; // http://127.0.0.1:PORT
+let browser;
+let context; // with clipboard permissions
+const small = {}; // the 64-waiter workload: pid, json
+const big = {}; // the 1000-waiter workload: pid
+const consoleErrors = [];
+let stopping = false; // after(): children exit as told
+
+// Runs cmd; resolves with the child once a line of its stream matches re
+// (and the match), rejects on exit or after ms.
+function startUntil(cmd, args, env, stream, re, ms) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`${cmd}: no ${re} within ${ms} ms:\n${seen}`)), ms);
+    child[stream].setEncoding('utf8');
+    child[stream].on('data', (chunk) => {
+      seen = (seen + chunk).slice(-65536);
+      const m = seen.match(re);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, m, seen });
+      }
+    });
+    child.on('exit', (code, sig) => {
+      clearTimeout(timer);
+      if (!stopping) {
+        const tail = seen.split('\n').slice(-20).map((l) => `#   ${l}`).join('\n');
+        console.log(`# ${path.basename(cmd)} exited (${code ?? sig}):\n${tail}`);
+      }
+      reject(new Error(`${cmd} exited (${code ?? sig}) before ${re}:\n${seen}`));
+    });
+  });
+}
+
+async function startWorkload(args) {
+  const { seen } = await startUntil(path.join(BUILD, 'fixtures/workload'), ['serve', ...args], {
+    LD_PRELOAD: path.join(BUILD, 'libstackwatch-agent.so'),
+    STACKWATCH_SOCKET: socket,
+  }, 'stdout', /^ready$/m, 60000);
+  return Number(seen.match(/^pid (\d+)$/m)[1]);
+}
+
+async function getJSON(p) {
+  const res = await fetch(base + p, { headers: { Accept: 'application/json' } });
+  assert.equal(res.status, 200, `${p}: status ${res.status}`);
+  return res.json();
+}
+
+async function waitRegistered(pids) {
+  for (let i = 0; i < 200; i++) {
+    const { targets } = await getJSON('/api/v1/targets');
+    if (pids.every((pid) => targets.some((t) => t.pid === pid))) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`pids ${pids} did not register`);
+}
+
+// A new page at url (a path), rendered; console errors are collected.
+async function open(url, { strict = true } = {}) {
+  const page = await context.newPage();
+  if (strict) {
+    page.on('console', (m) => {
+      // The watchdog's endpoint may be missing (404): the page ignores
+      // it. A plain-text view has no icon: the browser's own 404.
+      const from = m.location().url;
+      if (m.type() === 'error' && !from.includes('/api/v1/stuck') && !from.endsWith('/favicon.ico')) {
+        consoleErrors.push(`${url}: ${m.text()} (${m.location().url})`);
+      }
+    });
+    page.on('pageerror', (e) => consoleErrors.push(`${url}: ${e.message}`));
+  }
+  if (url) await goto(page, url);
+  return page;
+}
+
+// Polling, not watching every frame or mutation: the waiting must not
+// take the page's time while it renders (the render times are measured).
+const rendered = (page) => page.waitForFunction(
+  () => document.body.dataset.renderMs || document.body.dataset.error, null, { polling: 50 });
+
+async function goto(page, url) {
+  await page.goto(base + url);
+  await rendered(page);
+}
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  const d = await startUntil(path.join(BUILD, 'stackwatchd'), ['--listen', '127.0.0.1:0',
+    '--agent-socket', socket, '--config', '/dev/null', '--sample-interval', '0'],
+  {}, 'stderr', /listening on (http:\/\/127\.0\.0\.1:\d+)/, 10000);
+  base = d.m[1];
+  small.pid = await startWorkload([]);
+  big.pid = await startWorkload(['--waiters', '1000']);
+  await waitRegistered([small.pid, big.pid]);
+  small.json = await getJSON(`/api/v1/stacks?pid=${small.pid}`);
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+});
+
+after(async () => {
+  stopping = true;
+  if (browser) await browser.close();
+  for (const c of children.reverse()) {
+    if (c.exitCode === null && c.signalCode === null) {
+      const gone = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
+      if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    }
+  }
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+// The texts of the elements matching sel that are visible.
+const visibleTexts = (page, sel) => page.$$eval(sel, (es) =>
+  es.filter((e) => e.offsetParent !== null).map((e) => e.textContent));
+
+test('the page is served with a CSP, its files from /static/', async () => {
+  let res = await fetch(`${base}/stacks`, { headers: { Accept: 'text/html' } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/html/);
+  assert.match(res.headers.get('content-security-policy'), /default-src 'self'/);
+  const html = await res.text();
+  assert.match(html, /<script type="module" src="\/static\/app\.js">/);
+  assert.doesNotMatch(html, /<script>|style="/, 'no inline script or style');
+  res = await fetch(`${base}/static/app.js`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /^text\/javascript/);
+  assert.equal(res.headers.get('cache-control'), 'no-cache');
+  const etag = res.headers.get('etag');
+  res = await fetch(`${base}/static/app.js`, { headers: { 'If-None-Match': etag } });
+  assert.equal(res.status, 304, 'revalidation with the ETag');
+  for (const bad of ['/static/nope.js', '/static/../Makefile', '/static/']) {
+    res = await fetch(base + bad);
+    assert.equal(res.status, 404, bad);
+    assert.equal((await res.json()).status, 404, bad);
+  }
+});
+
+test('the list shows every target, linking to each', async () => {
+  const page = await open('/stacks');
+  const rows = await page.$$eval('table.list tbody tr', (trs) => trs.map((tr) => tr.textContent));
+  for (const pid of [small.pid, big.pid]) {
+    assert.ok(rows.some((r) => r.includes(String(pid)) && r.includes('workload')), `pid ${pid} listed`);
+  }
+  assert.ok(rows.some((r) => r.includes('stackwatchd')), 'the daemon itself is listed');
+  const href = await page.getAttribute(`table.list a[href="/stacks?pid=${small.pid}"]`, 'href');
+  assert.equal(href, `/stacks?pid=${small.pid}`);
+  assert.equal(await page.locator('section.proc').count(), rows.length, 'a section per process');
+  await page.click(`table.list a[href="/stacks?pid=${small.pid}"]`);
+  await rendered(page);
+  assert.equal(await page.locator('section.proc').count(), 1);
+  await page.close();
+});
+
+test('one process: header, groups largest first, frames with file:line', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const head = await page.textContent('.proc-head');
+  assert.match(head, new RegExp(`workload\\s*pid ${small.pid}`));
+  assert.match(head, /workload serve/, 'command line');
+  for (const k of ['threads', 'groups', 'collected in', 'skew']) assert.ok(head.includes(k), k);
+  assert.match(head, /collected in\s*[\d.]+ ms/);
+  const counts = await page.$$eval('.group .count', (es) => es.map((e) => parseInt(e.textContent, 10)));
+  assert.ok(counts.length >= 5, `${counts.length} groups`);
+  assert.deepEqual(counts, [...counts].sort((a, b) => b - a), 'largest first');
+  assert.equal(counts[0], 64);
+  const first = page.locator('.group').first();
+  assert.match(await first.locator('summary').textContent(), /64 threads\s*waiter_wait\(\) workload\.cc:\d+/);
+  const rows = await first.locator('table.frames tr').evaluateAll((trs) =>
+    trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  const ww = rows.find((r) => r[1] === 'waiter_wait()');
+  assert.ok(ww, 'waiter_wait frame');
+  assert.equal(ww[2], `workload.cc:${waiterLine}`);
+  assert.equal(ww[3], 'workload');
+  await page.close();
+});
+
+test('inlined frames are marked, and only those', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const want = small.json.groups[0].frames.map((f) => f.inlined);
+  const got = await page.locator('.group').first().locator('table.frames tr').evaluateAll((trs) =>
+    trs.map((tr) => tr.classList.contains('inlined') && !!tr.querySelector('.badge.inl')));
+  assert.deepEqual(got, want);
+  await page.close();
+});
+
+test('thread names with tids, collapsed beyond a few', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const line = page.locator('.group').first().locator('.threads');
+  assert.match(await line.textContent(), /waiter ×64/);
+  assert.equal(await line.locator('.thread').count(), 6);
+  assert.match(await line.locator('.thread').first().textContent(), /^waiter \(\d+\)$/);
+  await line.locator('button.more').click();
+  assert.equal(await page.locator('.group').first().locator('.threads .thread').count(), 64);
+  assert.equal(await page.locator('.group').first().getAttribute('open'), '', 'still open');
+  await page.close();
+});
+
+test('the search box filters groups as you type', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const total = await page.locator('.group').count();
+  const type = async (text) => {
+    await page.fill('#search', '');
+    await page.locator('#search').pressSequentially(text);
+    return visibleTexts(page, '.group > summary .count');
+  };
+  assert.deepEqual(await type('deep_rec'), ['8 threads'], 'by function');
+  assert.deepEqual(await type('sw-agent'), ['1 thread'], 'by thread name');
+  assert.match((await visibleTexts(page, '.group .threads'))[0], /^sw-agent \(\d+\)$/);
+  assert.deepEqual(await type(`workload.cc:${waiterLine}`), ['64 threads'], 'by file:line');
+  await page.click('#expand');
+  await type('workload.cc');
+  const byFile = await page.$$eval('.group', (gs) => gs.map((g) =>
+    [g.hidden, g.querySelector('table.frames').textContent.includes('workload.cc')]));
+  assert.ok(byFile.every(([hidden, has]) => hidden === !has), 'by file: exactly the groups with it');
+  assert.ok(byFile.filter(([hidden]) => !hidden).length >= 4);
+  assert.equal((await type('libc.so')).length, total, 'by module: every stack passes libc');
+  assert.deepEqual(await type('waiter_wait'), ['64 threads']);
+  assert.ok(await page.locator('.flame-svg rect.match').count() >= 1, 'the flame graph marks matches');
+  assert.deepEqual(await type('no-such-frame'), []);
+  assert.ok(await page.isVisible('.nomatch'), 'says nothing matches');
+  await page.fill('#search', '');
+  assert.equal((await visibleTexts(page, '.group > summary')).length, total);
+  await page.close();
+});
+
+test('expand all and collapse all', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const n = await page.locator('.group').count();
+  await page.click('#collapse');
+  assert.equal(await page.locator('.group[open]').count(), 0);
+  await page.click('#expand');
+  assert.equal(await page.locator('.group[open]').count(), n);
+  assert.equal(await page.locator('.group table.frames').count(), n, 'every group has its frames');
+  await page.close();
+});
+
+test('copy a group, and the whole dump, as text', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  await page.locator('.group').first().locator('button.copy').click();
+  await page.waitForSelector('button.copy:text("Copied")');
+  let text = await page.evaluate(() => navigator.clipboard.readText());
+  assert.match(text, /^64 threads: waiter \(\d+\), /);
+  assert.equal(text.split('\n')[0].split('), ').length, 64, 'every tid');
+  assert.ok(text.includes(`in waiter_wait() at workload.cc:${waiterLine}\n`), text);
+  assert.match(text, /^#0 {2}0x[0-9a-f]{16} in /m);
+  assert.equal(await page.locator('.group').first().getAttribute('open'), '', 'copy does not toggle');
+  await page.click('button.copy-all');
+  await page.waitForSelector('button.copy-all:text("Copied")');
+  text = await page.evaluate(() => navigator.clipboard.readText());
+  assert.match(text, new RegExp(`^Process ${small.pid} \\(workload\\): \\d+ threads, \\d+ groups, collected in [\\d.]+ ms\\n64 threads: `));
+  assert.match(text, /\n8 threads: deep /);
+  assert.match(text, /\n\d+ threads? not dumped:\n( {2}.*\n)* {2}masked \(\d+\): blocked-signal: /);
+  await page.close();
+});
+
+test('copy falls back to a selection without the Clipboard API', async () => {
+  const page = await context.newPage();
+  await page.addInitScript(() => {
+    Object.defineProperty(Navigator.prototype, 'clipboard', { get: () => undefined });
+    document.addEventListener('copy', (e) => { window.copied = e.target.value; });
+  });
+  await goto(page, `/stacks?pid=${small.pid}`);
+  await page.locator('.group').first().locator('button.copy').click();
+  await page.waitForSelector('button.copy:text("Copied")');
+  assert.match(await page.evaluate(() => window.copied), /^64 threads: waiter \(\d+\), /);
+  assert.equal(await page.locator('textarea').count(), 0, 'the helper is gone');
+  await page.close();
+});
+
+test('the flame graph: hover shows frame and count, click zooms', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const svg = page.locator('.flame-svg');
+  assert.ok(await svg.locator('rect[data-i]').count() > 20);
+  const width = Number(await svg.getAttribute('width'));
+  // A box is a rect; the text on it (when it fits) carries the same index.
+  const box = async (re) => svg.locator(`rect[data-i="${
+    await svg.locator('text', { hasText: re }).getAttribute('data-i')}"]`);
+  await (await box(/^waiter_wait\(\)$/)).hover();
+  assert.match(await page.textContent('.flame-info'),
+    new RegExp(`^waiter_wait\\(\\) — 64 threads \\([\\d.]+%\\) · .*workload\\.cc:${waiterLine} · .*workload$`));
+  await (await box(/^waiter_wait\(\)$/)).click();
+  assert.equal(await svg.getAttribute('data-zoom'), 'waiter_wait()');
+  const w = Number(await (await box(/^waiter_wait\(\)$/)).getAttribute('width'));
+  assert.ok(w > width - 2, `zoomed box spans the width (${w} of ${width})`);
+  assert.ok(await page.isVisible('.flame-reset'));
+  assert.equal(await svg.locator('text', { hasText: /^deep_rec/ }).count(), 0, 'other stacks left out');
+  await (await box(/^workload \(/)).click(); // the root, above the zoomed box
+  assert.match(await svg.getAttribute('data-zoom'), new RegExp(`^workload \\(${small.pid}\\)$`));
+  assert.ok(await svg.locator('text', { hasText: /^deep_rec/ }).count() > 0, 'back to everything');
+  assert.ok(await page.isHidden('.flame-reset'));
+  await page.close();
+});
+
+test('links to the same view as JSON, text and folded', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const href = (t) => page.getAttribute(`.proc .links a:text-is("${t}")`, 'href');
+  assert.equal(await href('JSON'), `/api/v1/stacks?pid=${small.pid}&format=json`);
+  assert.equal(await href('text'), `/stacks?pid=${small.pid}&format=text`);
+  assert.equal(await href('folded'), `/stacks?pid=${small.pid}&format=folded`);
+  assert.equal(await href('diff (60 s)'), `/api/v1/diff?pid=${small.pid}&since=60`);
+  const json = await page.request.get(base + await href('JSON'));
+  assert.equal(json.status(), 200);
+  assert.equal((await json.json()).pid, small.pid);
+  const folded = await (await page.request.get(base + await href('folded'))).text();
+  assert.match(folded, /^workload;.*waiter_wait\(\);.* 64$/m);
+  await page.click('.proc .links a:text-is("text")');
+  assert.match(await page.textContent('body'), new RegExp(`^Process ${small.pid} \\(workload\\)`));
+  await page.close();
+});
+
+test('threads the watchdog flags are highlighted', async () => {
+  const spinner = small.json.threads.find((t) => t.name === 'spinner');
+  const page = await context.newPage();
+  await page.route('**/api/v1/stuck', (r) => r.fulfill({
+    contentType: 'application/json',
+    body: JSON.stringify({ threads: [{ pid: small.pid, tid: spinner.tid, name: 'spinner',
+      state: 'R', since: '2026-01-01T00:00:00Z', unchanged_s: 12, reason: 'spinning', frames: [] }] }),
+  }));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  const group = page.locator('.group.stuck');
+  await group.waitFor();
+  assert.equal(await group.count(), 1);
+  assert.match(await group.locator('.stuck-badge').textContent(), /^1 stuck: spinning$/);
+  assert.equal(await group.locator('.thread.stuck').textContent(), `spinner (${spinner.tid})`);
+  assert.match(await page.textContent('.stuck-fact'), /stuck\s*1/);
+  // No watchdog: a 404 there changes nothing.
+  await page.unroute('**/api/v1/stuck');
+  await page.route('**/api/v1/stuck', (r) => r.fulfill({ status: 404, contentType: 'application/json',
+    body: '{"error":"no such endpoint","status":404}' }));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  await page.waitForTimeout(200);
+  assert.equal(await page.locator('.group.stuck, .error').count(), 0);
+  assert.ok(await page.locator('.group').count() > 1);
+  await page.close();
+});
+
+test('errors from the API are shown readably', async () => {
+  const page = await context.newPage();
+  await page.route('**/api/v1/stacks*', (r) => r.fulfill({ status: 504, contentType: 'application/json',
+    body: '{"error":"pid 4242 did not answer in time","status":504}' }));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  assert.match(await page.textContent('.error'), /504: pid 4242 did not answer in time/);
+  await page.unroute('**/api/v1/stacks*');
+  await page.route('**/api/v1/stacks*', (r) => r.fulfill({ status: 502, body: 'Bad Gateway' }));
+  await goto(page, '/stacks');
+  assert.match(await page.textContent('.error'), /502: Bad Gateway/);
+  await page.close();
+  // A pid that is not a target: the daemon's own 404 sentence.
+  const res = await fetch(`${base}/stacks?pid=1`);
+  assert.equal(res.status, 404);
+  assert.match(await res.text(), /pid 1 is not a registered target/);
+});
+
+test('auto-refresh is off by default and takes a new dump when on', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  assert.equal(await page.isChecked('#autorefresh'), false);
+  await page.fill('#search', 'deep_rec');
+  const loads = Number(await page.getAttribute('body', 'data-loads'));
+  const next = page.waitForRequest((r) => r.url().includes('/api/v1/stacks'), { timeout: 12000 });
+  await page.check('#autorefresh');
+  await next;
+  await page.waitForFunction((n) => Number(document.body.dataset.loads) > n, loads);
+  assert.deepEqual(await visibleTexts(page, '.group > summary .count'), ['8 threads'], 'the filter stays');
+  await page.uncheck('#autorefresh');
+  await page.close();
+});
+
+test('light and dark colour schemes', async () => {
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const colours = () => page.evaluate(() => {
+    const lum = (c) => {
+      const [r, g, b] = c.match(/\d+/g).map(Number);
+      return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+    };
+    const s = getComputedStyle(document.body);
+    return { bg: lum(s.backgroundColor), fg: lum(s.color) };
+  });
+  await page.emulateMedia({ colorScheme: 'light' });
+  let c = await colours();
+  assert.ok(c.bg > 0.9 && c.fg < 0.3, `light: ${JSON.stringify(c)}`);
+  await page.screenshot({ path: path.join(SHOTS, 'stacks-light.png') });
+  await page.screenshot({ path: path.join(SHOTS, 'stacks-full.png'), fullPage: true });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  c = await colours();
+  assert.ok(c.bg < 0.1 && c.fg > 0.8, `dark: ${JSON.stringify(c)}`);
+  await page.screenshot({ path: path.join(SHOTS, 'stacks-dark.png') });
+  await page.close();
+});
+
+// Renders the page at url five times (a load, then four refreshes);
+// returns the times of body[data-render-ms] (DOM, style, layout),
+// body[data-paint-ms] (until the frame after: on the screen) and
+// body[data-complete-ms] (until the last group is built).
+async function renderTimes(page, url) {
+  const render = [];
+  const paint = [];
+  const complete = [];
+  await goto(page, url);
+  for (let i = 0; i < 5; i++) {
+    if (i) {
+      const loads = Number(await page.getAttribute('body', 'data-loads'));
+      await page.click('#reload');
+      await page.waitForFunction((n) => Number(document.body.dataset.loads) > n, loads, { polling: 100 });
+    }
+    await page.waitForFunction(() => document.body.dataset.paintMs && document.body.dataset.completeMs,
+      null, { polling: 100 });
+    render.push(Number(await page.getAttribute('body', 'data-render-ms')));
+    paint.push(Number(await page.getAttribute('body', 'data-paint-ms')));
+    complete.push(Number(await page.getAttribute('body', 'data-complete-ms')));
+  }
+  const median = (a) => [...a].sort((x, y) => x - y)[2];
+  const stat = (what, a) => `${what} first ${a[0]} ms, median ${median(a)} ms, max ${Math.max(...a)} ms`;
+  return { max: Math.max(...render, ...paint), median: Math.max(median(render), median(paint)),
+    complete: median(complete),
+    text: `${stat('render', render)}; ${stat('on screen', paint)}; ${stat('all groups built', complete)}` };
+}
+
+test(`1000 threads render in under ${RENDER_LIMIT_MS} ms`, async () => {
+  const page = await open(null);
+  // A long timeout: on a busy machine, 1000 threads may need more than
+  // the default second to answer (the page passes timeout_ms on).
+  const t = await renderTimes(page, `/stacks?pid=${big.pid}&timeout_ms=10000`);
+  const line = `1000 threads (fixture, ${await page.locator('.group').count()} groups): ${t.text}`;
+  console.log(`# ${line}`);
+  writeFileSync(path.join(SHOTS, 'render-1000.txt'), `${line}\n`);
+  assert.match(await page.textContent('.group .count'), /^1000 threads$/);
+  assert.ok(t.max < RENDER_LIMIT_MS, line);
+  await page.screenshot({ path: path.join(SHOTS, 'stacks-1000.png') });
+  await page.close();
+});
+
+// The worst case for the page: 1000 threads that all differ (a dump
+// shaped like the real one, served in place of the daemon's answer).
+test(`1000 different stacks are on the screen in under ${RENDER_LIMIT_MS} ms`, async () => {
+  const p = await getJSON(`/api/v1/stacks?pid=${big.pid}&timeout_ms=10000`);
+  const frames = p.groups.reduce((a, g) => (g.frames.length > a.length ? g.frames : a), []);
+  const groups = [];
+  const threads = [];
+  for (let i = 0; i < 1000; i++) {
+    const tid = 100000 + i;
+    threads.push({ tid, name: `worker-${i}`, state: 'S', utime_ms: 0, stime_ms: 0, status: 'ok', group: i });
+    groups.push({ id: i, count: 1, tids: [tid], frames: frames.map((f, k) =>
+      (k === 4 ? { ...f, function: `handler_${i}(int)`, line: 1000 + i } : f)) });
+  }
+  const doc = { ...p, threads_total: 1000, threads_ok: 1000, threads, groups };
+  const page = await open(null);
+  await page.route('**/api/v1/stacks*', (r) => r.fulfill({ contentType: 'application/json',
+    body: JSON.stringify(doc) }));
+  const t = await renderTimes(page, `/stacks?pid=${big.pid}`);
+  const line = `1000 threads, 1000 groups of ${frames.length} frames (synthetic): ${t.text}`;
+  console.log(`# ${line}`);
+  writeFileSync(path.join(SHOTS, 'render-1000.txt'), `${line}\n`, { flag: 'a' });
+  assert.equal(await page.locator('.group').count(), 1000);
+  await page.fill('#search', 'handler_999(');
+  assert.deepEqual(await visibleTexts(page, '.group > summary .count'), ['1 thread']);
+  // A worst case beyond the issue's (the test above): asserted as a
+  // median, so that a machine busy with other tests does not fail it on
+  // one slow frame.
+  assert.ok(t.median < RENDER_LIMIT_MS, line);
+  assert.ok(t.complete < 3 * RENDER_LIMIT_MS, line);
+  await page.close();
+});
+
+test('no console errors on any page', () => {
+  assert.deepEqual(consoleErrors, []);
+});
