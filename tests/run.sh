@@ -12,6 +12,9 @@
 # without having printed a "not ok" line counts as one more failure named
 # after it, and so does a program that printed no result at all.
 #
+# In a ThreadSanitizer build, a report from any process a test started
+# (the daemon, a fixture) fails that test too; see below.
+#
 # Prints every failing line, one summary line per program, and ends with
 # the line "N passed, N failed". Exit status 0 only when nothing failed.
 set -u
@@ -44,6 +47,25 @@ logs=$build/test-logs
 mkdir -p "$logs"
 cd "$root" || exit 2
 
+# A ThreadSanitizer build (its daemon links libtsan):
+#  - the agent starts its thread again in the child of a fork(), by
+#    design; TSan kills such a child unless die_after_fork=0;
+#  - the daemon's and the fixtures' stderr go elsewhere, so every process
+#    writes its reports to NAME.tsan.PID next to the test's log, and any
+#    report there fails the test;
+#  - TSan runtimes before LLVM 18 cannot map their shadow under the
+#    high-entropy ASLR of newer kernels (vm.mmap_rnd_bits=32): tests run
+#    with address randomization off (setarch -R) where setarch exists.
+tsan=false
+if ldd "$build/stackwatchd" 2>/dev/null | grep -q libtsan; then
+	tsan=true
+	TSAN_OPTIONS=${TSAN_OPTIONS:-die_after_fork=0}
+fi
+norandom=""
+if $tsan && setarch "$(uname -m)" -R true 2>/dev/null; then
+	norandom="setarch $(uname -m) -R"
+fi
+
 per_test_timeout=${SW_TEST_TIMEOUT:-300}
 total_pass=0
 total_fail=0
@@ -54,12 +76,21 @@ run_one() {
 	name=$1
 	shift
 	log=$logs/$name.log
-	timeout -k 10 "$per_test_timeout" "$@" >"$log" 2>&1 </dev/null
+	rm -f "$logs/$name".tsan.*
+	if $tsan; then
+		TSAN_OPTIONS="$TSAN_OPTIONS log_path=$logs/$name.tsan" \
+			timeout -k 10 "$per_test_timeout" $norandom "$@" \
+			>"$log" 2>&1 </dev/null
+	else
+		timeout -k 10 "$per_test_timeout" "$@" >"$log" 2>&1 </dev/null
+	fi
 	status=$?
 	pass=$(grep -c '^ok\b' "$log")
 	fail=$(grep -c '^not ok\b' "$log")
 	extra=""
-	if [ "$fail" -eq 0 ]; then
+	if grep -qs '^SUMMARY: ThreadSanitizer' "$logs/$name".tsan.*; then
+		extra="ThreadSanitizer report in $logs/$name.tsan.*"
+	elif [ "$fail" -eq 0 ]; then
 		if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
 			extra="timed out after ${per_test_timeout} s"
 		elif [ "$status" -gt 128 ]; then

@@ -546,6 +546,11 @@ c_eus() { peer_cell eus "$1"; }
 c_gdb() { peer_cell gdb "$1"; }
 r_eus() { r=$(ratio "$(cell eus "$1")" "$(cell warm "$1")"); set_cell r_eus "$1" "$r"; printf '%s' "${r:+${r}×}"; }
 r_gdb() { r=$(ratio "$(cell gdb "$1")" "$(cell warm "$1")"); set_cell r_gdb "$1" "$r"; printf '%s' "${r:+${r}×}"; }
+r_http() {
+	a=$(ratio "$(cell eus "$1")" "$(cell warm_http "$1")")
+	b=$(ratio "$(cell gdb "$1")" "$(cell warm_http "$1")")
+	printf '%s / %s' "${a:+${a}×}" "${b:+${b}×}"
+}
 r_cold() { r=$(ratio "$(cell cold "$1")" "$(cell eus "$1")"); set_cell r_cold "$1" "$r"; printf '%s' "${r:+$(calc "$r" '%.3f')}"; }
 # gap KEY N - "G ms (L of B late)".
 gap() {
@@ -595,6 +600,7 @@ line "\`eu-stack -s -p N\` (median of $peer_runs, cap ${peer_cap} s)" "-" "-" c_
 line "\`gdb -p N -batch -ex 'thread apply all bt'\` (median of $peer_runs, cap ${gdb_cap} s)" "-" "-" c_gdb
 line "warm speed-up over \`eu-stack -s\`" "≥ 50× at $ref" "$m_eus" r_eus
 line "warm speed-up over gdb" "≥ 100× at $ref" "$m_gdb" r_gdb
+line "… the same two on the HTTP time alone (curl's time_total: no curl start-up): eu-stack -s / gdb" "-" "-" r_http
 line "cold / \`eu-stack -s\`" "≤ 0.333 at $ref" "$m_cold" r_cold
 policy=SCHED_OTHER
 [ "$fifo" = 1 ] && policy=SCHED_FIFO
