@@ -132,7 +132,10 @@ static void cpu_times(struct slot *s)
  * a second kernel signal frame (AT_MINSIGSTKSZ: 3.6 kB with AVX-512) and a
  * second unwind on top of the first, and under a tight dump loop the pile
  * grows without bound: 116 levels deep in 500 dumps of a spinning thread
- * before this existed. So the signal is put back instead: blocked now, and
+ * before this existed. A nested unwind could also wait forever for a lock
+ * of libunwind's that the handler below holds (inside our handler the
+ * masking around it is a no-op, sigmask.c). So the signal is put back
+ * instead: blocked now, and
  * in the mask the handler below resumes with (uc), then queued again to
  * this thread. It is delivered once the handler below has returned and the
  * thread's own mask is back, on the interrupted code's stack. A stale one
@@ -268,11 +271,42 @@ static int choose_signal(void)
 }
 
 /*
- * Makes libunwind do its one-time initialization (which may allocate and
- * take locks) here, outside signal context, and touches every slot so the
- * first dump does not fault pages in from a handler.
+ * Runs the handler once, here and now, on a context of this thread, so
+ * that every function it calls through the PLT (errno, getpid,
+ * clock_gettime, syscall) is bound before any signal is sent. Left to a
+ * first dump, the lazy binder would save every vector register on the
+ * interrupted stack (~3 kB, ahead of any check of ours): a thread near the
+ * end of its stack died of it. It runs as if inside the loader, which
+ * takes the placeholder path: libunwind is reached only through pointers
+ * resolved with RTLD_NOW, and must not run with handler_depth set outside
+ * a signal (its locks are taken unmasked there, sigmask.c).
  */
-static void prime_unwinder(void)
+static void prime_handler(int signo)
+{
+	siginfo_t si;
+	ucontext_t uc;
+
+	memset(&si, 0, sizeof(si));
+	si.si_signo = signo;
+	si.si_code = SI_QUEUE;
+	si.si_pid = getpid();
+	/* the cookie: generation 1 << 8 | slot 0 */
+	si.si_value.sival_ptr = (void *)(uintptr_t)(1u << 8);
+	atomic_store(&handler_slots[0].word, SLOT_WORD(1, SLOT_ARMED));
+	sw_loader_depth++;
+	if (getcontext(&uc) == 0)
+		handler(signo, &si, &uc);
+	sw_loader_depth--;
+	/* (it published: the slot is DONE, and prime_unwinder clears it) */
+}
+
+/*
+ * Makes libunwind do its one-time initialization (which may allocate and
+ * take locks) here, outside signal context, binds what the handler calls,
+ * and touches every slot so the first dump does not fault pages in from a
+ * handler.
+ */
+static void prime_unwinder(int signo)
 {
 	uint64_t ips[8];
 
@@ -284,6 +318,7 @@ static void prime_unwinder(void)
 	 */
 	unwind.set_caching_policy(*unwind.local_addr_space, UNW_CACHE_NONE);
 	handler_unwind_self(ips, 8, 0);
+	prime_handler(signo);
 	memset(handler_slots, 0, sizeof(handler_slots));
 }
 
@@ -298,12 +333,12 @@ static void install(void)
 		install_result = SW_ENOTINIT;
 		return;
 	}
-	prime_unwinder();
 	signo = choose_signal();
 	if (signo < 0) {
 		install_result = signo;
 		return;
 	}
+	prime_unwinder(signo);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
 	/*

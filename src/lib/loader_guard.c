@@ -106,7 +106,7 @@ NOT_TSAN int dlclose(void *handle)
 }
 
 NOT_TSAN int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *),
-		    void *data)
+			     void *data)
 {
 	int rc = 0;
 	iterate_fn f;

@@ -75,7 +75,7 @@ int stackmap_parse_line(const char *line, uint64_t *lo, uint64_t *hi,
 	if (!*p)
 		return -1;
 	if (strtoull(p, &end, 10) != 0 || end == p)
-		return 0; /* a file's inode */
+		return 0;  /* a file's inode */
 	p = next_field(p); /* the path, if any */
 	if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p')
 		return 0;

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STACKMAP_MAX 16384	   /* mappings kept; the rest are unknown */
+#define STACKMAP_MAX 16384	  /* mappings kept; the rest are unknown */
 #define STACKMAP_UNKNOWN SIZE_MAX /* stackmap_room(): no answer */
 
 /*

@@ -68,6 +68,8 @@ static int raw(int port, const char *req, size_t len, char *body,
 	return status;
 }
 
+#define GARBAGE "\x01\x02\xff\xfe GARBAGE \x00\x7f\r\n\r\n"
+
 struct bad {
 	const char *what;
 	const char *request; /* NULL: built by the test */
@@ -116,8 +118,7 @@ static const struct bad table[] = {
 	{ "body on GET",
 	  "GET /api/v1/targets HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
 	  413, 1 },
-	{ "binary garbage", "\x01\x02\xff\xfe GARBAGE \x00\x7f\r\n\r\n", 0,
-	  0 },
+	{ "binary garbage", GARBAGE, 0, 0 },
 	{ "bad HTTP version", "GET /healthz HTTP/9.9\r\n\r\n", 0, 0 },
 	{ "huge query string", NULL, 0, 0 },
 	{ "huge header", NULL, 0, 0 },
@@ -154,8 +155,9 @@ static void test_table(const struct itest_daemon *d)
 		}
 		/* The garbage holds a NUL: send all of it. */
 		st = raw(d->port, req,
-			 strstr(b->what, "binary") ? 24 : strlen(req), body,
-			 sizeof(body));
+			 strstr(b->what, "binary") ? sizeof(GARBAGE) - 1
+						   : strlen(req),
+			 body, sizeof(body));
 		if (b->status)
 			TAP_OK(st == b->status &&
 				       (!b->json || strstr(body, "\"error\"")),

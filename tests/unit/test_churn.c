@@ -29,9 +29,9 @@
 #include "testutil.h"
 
 #define SPAWNERS 2
-#define BATCH 8		 /* threads alive at once per spawner */
-#define RUN_MS 4000	 /* how long the main thread dumps */
-#define TIMEOUT_MS 1000	 /* per dump */
+#define BATCH 8		/* threads alive at once per spawner */
+#define RUN_MS 4000	/* how long the main thread dumps */
+#define TIMEOUT_MS 1000 /* per dump */
 
 static atomic_bool stop;
 static atomic_ulong created;
@@ -47,12 +47,12 @@ static void spin_for(uint64_t us)
 
 __attribute__((noinline)) static void alpha_work(void)
 {
-	spin_for(20);
+	spin_for(100);
 }
 
 __attribute__((noinline)) static void beta_work(void)
 {
-	spin_for(30);
+	spin_for(120);
 }
 
 static void *churn_alpha(void *arg)
@@ -94,9 +94,9 @@ static void *spawner_main(void *arg)
 
 struct tally {
 	unsigned long dumps, failed, slow;
-	unsigned long named;	/* threads dumped ok under a churn name */
-	unsigned long own;	/* ...caught inside their own routine */
-	unsigned long wrong;	/* ...carrying the other routine */
+	unsigned long named; /* threads dumped ok under a churn name */
+	unsigned long own;   /* ...caught inside their own routine */
+	unsigned long wrong; /* ...carrying the other routine */
 	unsigned long statuses[SW_ST_COUNT];
 	uint64_t worst_us;
 };
@@ -140,6 +140,17 @@ int main(void)
 	uint64_t start, end;
 	unsigned long made;
 	int notes = 0;
+
+#if defined(__SANITIZE_THREAD__)
+	/*
+	 * ThreadSanitizer holds an asynchronous signal back until the thread
+	 * next enters one of its interceptors (read() and accept() do not
+	 * count), and then runs the handler on a copy of the old context:
+	 * what this test looks at is not what a real process sees.
+	 */
+	TAP_SKIP("under ThreadSanitizer signals arrive on its own terms");
+	return tap_done();
+#endif
 
 	for (int i = 0; i < SPAWNERS; i++)
 		pthread_create(&sp[i], NULL, spawner_main,

@@ -47,9 +47,9 @@ static const char *const call_name[NCALLS] = {
 
 struct blocker {
 	pid_t tid;
-	unsigned long returned; /* successful returns */
-	unsigned long eintr;	/* -1 with EINTR */
-	unsigned long other;	/* -1 with anything else */
+	unsigned long returned;	 /* successful returns */
+	unsigned long eintr;	 /* -1 with EINTR */
+	unsigned long other;	 /* -1 with anything else */
 	unsigned long bad_errno; /* errno neither sentinel nor the error */
 };
 
@@ -242,11 +242,22 @@ static int dump_all(int *failed)
 int main(void)
 {
 	static void *(*const mains[NCALLS])(void *) = {
-		reader_main, acceptor_main, epoller_main, poller_main,
-		sleeper_main,
+		reader_main, acceptor_main, epoller_main,
+		poller_main, sleeper_main,
 	};
 	pthread_t th[NCALLS];
 	int failed = 0, answered;
+
+#if defined(__SANITIZE_THREAD__)
+	/*
+	 * ThreadSanitizer holds an asynchronous signal back until the thread
+	 * next enters one of its interceptors (read() and accept() do not
+	 * count), and then runs the handler on a copy of the old context:
+	 * what this test looks at is not what a real process sees.
+	 */
+	TAP_SKIP("under ThreadSanitizer signals arrive on its own terms");
+	return tap_done();
+#endif
 
 	if (setup() != 0) {
 		TAP_OK(0, "set up pipes and a listening socket: %s",

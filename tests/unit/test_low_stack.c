@@ -16,6 +16,9 @@
  *    a roomy sigaltstack are dumped hundreds of times: the process
  *    survives, the low ones show the one placeholder frame, nothing below
  *    the sigaltstack is written, the others unwind to their start routine;
+ *  - a thread with a 64 kB stack that spins is dumped back to back: caught
+ *    again and again while still returning from the previous handler, it
+ *    must not get a second handler nested on the first (each ~6 kB);
  *  - the main thread parked a few kB above the lowest page of [stack]
  *    unwinds (the kernel grows [stack] up to RLIMIT_STACK), and parked
  *    just above that limit shows the placeholder.
@@ -49,21 +52,36 @@
 #include "testutil.h"
 
 #define PAT 0xa5
-#define MEASURE_SPAN (64 * 1024)   /* patterned below the measured thread */
-#define LOW_ROOM 1536		   /* left under the low threads' handler */
-#define ALT_SIZE (64 * 1024)	   /* the small sigaltstack */
-#define ALT_BUF (256 * 1024)	   /* the buffer it is the top of */
-#define SMALL_STACK (64 * 1024)	   /* pthread_attr_setstacksize */
+#define MEASURE_SPAN (64 * 1024) /* patterned below the measured thread */
+/*
+ * Left under the low threads' handler: less than unwinding takes, more
+ * than the handler's own frames and calls (far larger under ASan).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define LOW_ROOM 4096
+#else
+#define LOW_ROOM 1536
+#endif
+#define ALT_SIZE (64 * 1024)	/* the small sigaltstack */
+#define ALT_BUF (256 * 1024)	/* the buffer it is the top of */
+#define SMALL_STACK (64 * 1024) /* pthread_attr_setstacksize */
 #define NSMALL 4
 #define PACED 200
 #define BURST 1000
 
 /* Roles of the parked threads. */
-enum { T_MEASURE, T_LOW, T_ALT_LOW, T_ALT_ROOMY, T_SMALL, NT = T_SMALL + NSMALL };
+enum {
+	T_MEASURE,
+	T_LOW,
+	T_ALT_LOW,
+	T_ALT_ROOMY,
+	T_SMALL,
+	NT = T_SMALL + NSMALL
+};
 
 static const char *const start_fn[NT] = {
-	"measure_main", "low_main",	    "alt_low_main",	"alt_roomy_main",
-	"small_main",	"small_main",	    "small_main",	"small_main",
+	"measure_main", "low_main",   "alt_low_main", "alt_roomy_main",
+	"small_main",	"small_main", "small_main",   "small_main",
 };
 
 static _Atomic uint32_t release_word; /* futex: nonzero lets threads go */
@@ -71,8 +89,8 @@ static atomic_int parked;
 static pid_t tids[NT];
 static size_t probe_frame; /* kernel signal frame + a small handler */
 static _Atomic size_t probe_done;
-static size_t low_use;	     /* deepest write under the low thread */
-static size_t measure_use;   /* deepest write under it */
+static size_t low_use;	   /* deepest write under the low thread */
+static size_t measure_use; /* deepest write under the measured one */
 static unsigned char *alt_buf;
 static bool alt_canary_ok = true;
 static __thread int alt_role;
@@ -106,7 +124,7 @@ static void release_all(void)
 		NULL, 0);
 }
 
-/* Fills [lo, hi) with the pattern, and finds the lowest byte changed. */
+/* Fills [lo, hi) with the pattern (below sp: no ASan shadow there). */
 __attribute__((no_sanitize_address)) static void fill(uintptr_t lo,
 						      uintptr_t hi)
 {
@@ -115,6 +133,7 @@ __attribute__((no_sanitize_address)) static void fill(uintptr_t lo,
 		*p = PAT;
 }
 
+/* The lowest byte of [lo, hi) that no longer holds the pattern, or hi. */
 __attribute__((no_sanitize_address)) static uintptr_t lowest_written(
 	uintptr_t lo, uintptr_t hi)
 {
@@ -233,17 +252,19 @@ static void on_alt(int signo)
 
 static void run_on_altstack(int role, void *buf, size_t size)
 {
-	stack_t ss = { .ss_sp = buf, .ss_size = size };
+	stack_t ss = { .ss_sp = buf, .ss_size = size }, old;
 	struct sigaction sa;
 
 	alt_role = role;
 	tids[role] = tu_gettid();
-	sigaltstack(&ss, NULL);
+	sigaltstack(&ss, &old);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alt;
 	sa.sa_flags = SA_ONSTACK;
 	sigaction(SIGUSR1, &sa, NULL);
 	pthread_kill(pthread_self(), SIGUSR1);
+	/* back to the one before (ASan's own, which it frees at exit) */
+	sigaltstack(&old, NULL);
 }
 
 static void *alt_low_main(void *arg)
@@ -252,9 +273,10 @@ static void *alt_low_main(void *arg)
 	/* the top ALT_SIZE of the buffer; the rest below is the canary */
 	fill((uintptr_t)alt_buf, (uintptr_t)alt_buf + ALT_BUF - ALT_SIZE);
 	run_on_altstack(T_ALT_LOW, alt_buf + ALT_BUF - ALT_SIZE, ALT_SIZE);
-	alt_canary_ok = lowest_written((uintptr_t)alt_buf,
-				       (uintptr_t)alt_buf + ALT_BUF - ALT_SIZE) ==
-			(uintptr_t)alt_buf + ALT_BUF - ALT_SIZE;
+	alt_canary_ok =
+		lowest_written((uintptr_t)alt_buf,
+			       (uintptr_t)alt_buf + ALT_BUF - ALT_SIZE) ==
+		(uintptr_t)alt_buf + ALT_BUF - ALT_SIZE;
 	return NULL;
 }
 
@@ -370,8 +392,7 @@ static void *main_dumper(void *arg)
 		sw_dump_free(d);
 	}
 	atomic_store(&main_release, 1);
-	syscall(SYS_futex, &main_release, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
-		0);
+	syscall(SYS_futex, &main_release, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	return NULL;
 }
 
@@ -648,8 +669,8 @@ int main(void)
 
 	paced_dumps(right);
 	atomic_store(&measure_release, 1);
-	syscall(SYS_futex, &measure_release, FUTEX_WAKE_PRIVATE, 1, NULL,
-		NULL, 0);
+	syscall(SYS_futex, &measure_release, FUTEX_WAKE_PRIVATE, 1, NULL, NULL,
+		0);
 	pthread_join(th[T_MEASURE], NULL);
 	unwind_use = measure_use > probe_frame ? measure_use - probe_frame : 0;
 	TAP_NOTE("handler stack use, measured: %zu bytes below the parked "
