@@ -28,6 +28,7 @@
 
 #include "handler.h"
 #include "sigmask.h"
+#include "unwind.h"
 
 typedef int (*mask_fn)(int, const sigset_t *, sigset_t *);
 
@@ -49,6 +50,14 @@ static mask_fn resolve(_Atomic(mask_fn) *slot, const char *name)
 	}
 	return f;
 }
+
+/*
+ * True when the interposer was called from libunwind's code; used in the
+ * interposers themselves, so the return address is their caller's.
+ */
+#define from_libunwind()                                                    \
+	((uintptr_t)__builtin_return_address(0) >= unwind_text_lo &&        \
+	 (uintptr_t)__builtin_return_address(0) < unwind_text_hi)
 
 /* The set the caller asked for, minus our signal where it would block it. */
 static const sigset_t *filter(int how, const sigset_t *set, sigset_t *copy)
@@ -92,7 +101,8 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		errno = ENOSYS;
 		return -1;
 	}
-	return f(how, filter(how, set, &copy), old);
+	/* libunwind masking around its locks keeps ours masked too. */
+	return f(how, from_libunwind() ? set : filter(how, set, &copy), old);
 }
 
 int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
@@ -105,7 +115,8 @@ int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	f = resolve(&real_pthread_sigmask, "pthread_sigmask");
 	if (!f)
 		return ENOSYS;
-	return f(how, filter(how, set, &copy), old);
+	/* libunwind masking around its locks keeps ours masked too. */
+	return f(how, from_libunwind() ? set : filter(how, set, &copy), old);
 }
 
 /*

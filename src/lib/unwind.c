@@ -4,12 +4,15 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "stackwatch.h"
 #include "unwind.h"
 
 struct unwind_api unwind;
+uintptr_t unwind_text_lo, unwind_text_hi;
 
 /* libunwind's names are macros (unw_step is _ULx86_64_step): spell them. */
 #define NAME_OF(sym) NAME_STR(sym)
@@ -32,6 +35,28 @@ static void *resolve(void *h, const char *name, int *missing)
 		void *p_ = resolve(h, NAME_OF(sym), &missing); \
 		*(void **)&unwind.field = p_;                  \
 	} while (0)
+
+/* Finds the loaded object whose base is arg's and notes its code range. */
+static int note_range(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t base = *(uintptr_t *)arg;
+
+	(void)size;
+	if ((uintptr_t)info->dlpi_addr != base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = base + ph->p_vaddr, hi = lo + ph->p_memsz;
+
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+			continue;
+		if (!unwind_text_lo || lo < unwind_text_lo)
+			unwind_text_lo = lo;
+		if (hi > unwind_text_hi)
+			unwind_text_hi = hi;
+	}
+	return 1;
+}
 
 int unwind_load(void)
 {
@@ -56,6 +81,18 @@ int unwind_load(void)
 	if (missing) {
 		unwind.step = NULL;
 		return SW_ENOTINIT;
+	}
+	{
+		Dl_info info;
+
+		if (dladdr(*(void **)&unwind.step, &info) && info.dli_fbase) {
+			uintptr_t base = (uintptr_t)info.dli_fbase;
+
+			/* dli_fbase is the mapping's start; the bias is what
+			 * dl_iterate_phdr reports for a shared object whose
+			 * first segment is at 0, as libunwind's is. */
+			dl_iterate_phdr(note_range, &base);
+		}
 	}
 	return 0;
 }

@@ -13,6 +13,7 @@
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#include <stdint.h>
 
 struct unwind_api {
 	int (*getcontext)(unw_context_t *);
@@ -26,6 +27,14 @@ struct unwind_api {
 
 /* Filled by unwind_load(); read-only afterwards. */
 extern struct unwind_api unwind;
+
+/*
+ * libunwind's code, [lo, hi): its own calls to sigprocmask (masking every
+ * signal around its locks) must keep our signal blocked too, or our
+ * handler could interrupt an application thread that holds one of those
+ * locks (an application using the same libunwind) and wait on it forever.
+ */
+extern uintptr_t unwind_text_lo, unwind_text_hi;
 
 /*
  * Loads libunwind and resolves every function. Call once, outside signal
