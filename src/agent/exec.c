@@ -121,30 +121,31 @@ int execvp(const char *file, char *const argv[])
 
 /*
  * The list forms gather their arguments into an array on the stack, as
- * glibc does; ARG_MAX bounds how many there can be.
+ * glibc does; ARG_MAX bounds how many there can be. LIST_ARGV reads them
+ * up to and including the terminating NULL, leaving ap after it (where
+ * execle's envp is). A macro: the array must live in the caller's frame.
  */
-#define COUNT_ARGS(ap, n)                                                 \
-	do {                                                              \
-		va_list cp_;                                              \
-		va_copy(cp_, (ap));                                       \
-		for ((n) = 1; va_arg(cp_, char *) && (n) < INT_MAX / 2;   \
-		     (n)++)                                               \
-			;                                                 \
-		va_end(cp_);                                              \
+#define LIST_ARGV(ap, arg, argv)                                            \
+	do {                                                                \
+		va_list cp_;                                                \
+		size_t n_;                                                  \
+		va_copy(cp_, (ap));                                         \
+		for (n_ = 1; va_arg(cp_, char *) && n_ < INT_MAX / 2; n_++) \
+			;                                                   \
+		va_end(cp_);                                                \
+		(argv) = alloca((n_ + 1) * sizeof(char *));                 \
+		(argv)[0] = (char *)(arg);                                  \
+		for (size_t i_ = 1; i_ <= n_; i_++)                         \
+			(argv)[i_] = va_arg((ap), char *);                  \
 	} while (0)
 
 int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
 	char **argv;
 
 	va_start(ap, arg);
-	COUNT_ARGS(ap, n);
-	argv = alloca((n + 1) * sizeof(char *));
-	argv[0] = (char *)arg;
-	for (size_t i = 1; i <= n; i++)
-		argv[i] = va_arg(ap, char *);
+	LIST_ARGV(ap, arg, argv);
 	va_end(ap);
 	return execve(path, argv, environ);
 }
@@ -152,15 +153,10 @@ int execl(const char *path, const char *arg, ...)
 int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
 	char **argv;
 
 	va_start(ap, arg);
-	COUNT_ARGS(ap, n);
-	argv = alloca((n + 1) * sizeof(char *));
-	argv[0] = (char *)arg;
-	for (size_t i = 1; i <= n; i++)
-		argv[i] = va_arg(ap, char *);
+	LIST_ARGV(ap, arg, argv);
 	va_end(ap);
 	return execvpe(file, argv, environ);
 }
@@ -168,15 +164,10 @@ int execlp(const char *file, const char *arg, ...)
 int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	size_t n;
 	char **argv, **envp;
 
 	va_start(ap, arg);
-	COUNT_ARGS(ap, n);
-	argv = alloca((n + 1) * sizeof(char *));
-	argv[0] = (char *)arg;
-	for (size_t i = 1; i <= n; i++)
-		argv[i] = va_arg(ap, char *);
+	LIST_ARGV(ap, arg, argv);
 	envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(path, argv, envp);

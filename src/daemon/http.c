@@ -800,9 +800,8 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 	log_info("http: %s", line);
 }
 
-int http_start(const struct options *o, struct registry *reg,
-	       struct stacks *st, struct scheduler *sched, struct http **out,
-	       int *port)
+int http_start(const struct options *o, struct registry *reg, struct stacks *st,
+	       struct scheduler *sched, struct http **out, int *port)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;

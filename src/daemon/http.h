@@ -17,9 +17,8 @@ struct http;
  * bound port (the one picked when 0 was asked). Returns 0 or a negative
  * errno (-EINVAL: the address is not a numeric IP address).
  */
-int http_start(const struct options *o, struct registry *reg,
-	       struct stacks *st, struct scheduler *sched, struct http **out,
-	       int *port);
+int http_start(const struct options *o, struct registry *reg, struct stacks *st,
+	       struct scheduler *sched, struct http **out, int *port);
 
 /*
  * Stops accepting connections; requests in flight finish (each within its

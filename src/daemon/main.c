@@ -99,8 +99,8 @@ int main(int argc, char **argv)
 			o.agent_socket, sw_strerror(rc));
 		return 1;
 	}
-	if (stacks_init(&st, reg, o.max_dump_rate, o.history,
-			o.stuck_after_s) < 0) {
+	if (stacks_init(&st, reg, o.max_dump_rate, o.history, o.stuck_after_s) <
+	    0) {
 		fprintf(stderr, "stackwatchd: out of memory\n");
 		registry_stop(reg);
 		return 1;

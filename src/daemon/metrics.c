@@ -39,8 +39,7 @@ static void counter(struct buf *b, const char *name, const char *help,
 	buf_addf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static void gauge(struct buf *b, const char *name, const char *help,
-		  uint64_t v)
+static void gauge(struct buf *b, const char *name, const char *help, uint64_t v)
 {
 	head(b, name, "gauge", help);
 	buf_addf(b, "%s %llu\n", name, (unsigned long long)v);
@@ -78,10 +77,11 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	head(&b, "stackwatch_threads_dumped_total", "counter",
 	     "Threads in dumps, by status.");
 	for (int s = 0; s < SW_ST_COUNT; s++)
-		buf_addf(&b,
-			 "stackwatch_threads_dumped_total{status=\"%s\"} %llu\n",
-			 dump_status_name((enum sw_status)s),
-			 (unsigned long long)atomic_load(&m->threads[s]));
+		buf_addf(
+			&b,
+			"stackwatch_threads_dumped_total{status=\"%s\"} %llu\n",
+			dump_status_name((enum sw_status)s),
+			(unsigned long long)atomic_load(&m->threads[s]));
 	counter(&b, "stackwatch_signals_sent_total",
 		"Dump signals sent to threads (each inside its own process).",
 		atomic_load(&m->signals_sent));
@@ -97,8 +97,8 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	gauge(&b, "stackwatch_scheduler_queue_depth_max",
 	      "The deepest the sampling queue has been.",
 	      sched_queue_max(sched));
-	gauge(&b, "stackwatch_stuck_threads",
-	      "Threads the watchdog flags now.", stuck);
+	gauge(&b, "stackwatch_stuck_threads", "Threads the watchdog flags now.",
+	      stuck);
 	counter(&b, "stackwatch_symbol_cache_hits_total",
 		"Addresses symbolized from the cache.", hits);
 	counter(&b, "stackwatch_symbol_cache_misses_total",

@@ -44,16 +44,16 @@ struct target {
 	/* The dump service's state (stacks.c), under dump_lock. */
 	pthread_mutex_t dump_lock;
 	pthread_cond_t dump_cond;
-	bool dumping; /* a dump is in flight: others wait for it */
-	uint64_t dump_gen; /* bumped when a dump ends */
+	bool dumping;		  /* a dump is in flight: others wait for it */
+	uint64_t dump_gen;	  /* bumped when a dump ends */
 	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
-	int last_rc; /* its result */
-	struct sdump *last; /* its dump, NULL after an error */
-	struct sdump **hist; /* the last samples, oldest first */
+	int last_rc;		  /* its result */
+	struct sdump *last;	  /* its dump, NULL after an error */
+	struct sdump **hist;	  /* the last samples, oldest first */
 	size_t nhist;
 
 	/* The scheduler's (scheduler.c). */
-	_Atomic bool queued; /* a sampling job is queued */
+	_Atomic bool queued;	      /* a sampling job is queued */
 	_Atomic uint64_t next_due_ns; /* CLOCK_MONOTONIC */
 
 	pthread_mutex_t io_lock; /* one request at a time on fd */

@@ -14,7 +14,7 @@
 #include "notify.h"
 #include "scheduler.h"
 
-#define MIN_PASS_NS 1000000ull /* each pass waits at least 1 ms */
+#define MIN_PASS_NS 1000000ull	  /* each pass waits at least 1 ms */
 #define MAX_PASS_NS 1000000000ull /* and at most 1 s: new targets */
 
 struct scheduler {
@@ -23,9 +23,9 @@ struct scheduler {
 	uint64_t interval_ns;
 	int timeout_ms;
 
-	pthread_mutex_t lock; /* queue, stop */
-	pthread_cond_t work; /* a job was queued, or stop */
-	pthread_cond_t tick; /* wakes the scheduler early: stop */
+	pthread_mutex_t lock;  /* queue, stop */
+	pthread_cond_t work;   /* a job was queued, or stop */
+	pthread_cond_t tick;   /* wakes the scheduler early: stop */
 	struct target **queue; /* ring of jobs, each holding a reference */
 	size_t cap;
 	size_t head;
@@ -142,7 +142,8 @@ static void *worker_main(void *arg)
 		s->len--;
 		pthread_mutex_unlock(&s->lock);
 		/* Clear the flag and advance the ticker before sampling. */
-		atomic_store(&t->next_due_ns, handler_now_ns() + s->interval_ns);
+		atomic_store(&t->next_due_ns,
+			     handler_now_ns() + s->interval_ns);
 		atomic_store(&t->queued, false);
 		rc = stacks_get_flags(s->st, t, s->timeout_ms, STACKS_NOWAIT,
 				      &sd);

@@ -174,8 +174,7 @@ size_t *stacks_index_by_tid(const struct sw_dump *d)
 		return NULL;
 	for (size_t i = 0; i < d->nthreads; i++)
 		idx[i] = i;
-	qsort_r(idx, d->nthreads, sizeof(*idx), cmp_index_by_tid,
-		(void *)d);
+	qsort_r(idx, d->nthreads, sizeof(*idx), cmp_index_by_tid, (void *)d);
 	return idx;
 }
 
@@ -332,7 +331,8 @@ int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
 		pthread_mutex_unlock(&t->dump_lock);
 		return rc;
 	}
-	if (t->last_attempt_ns && now - t->last_attempt_ns < s->min_interval_ns) {
+	if (t->last_attempt_ns &&
+	    now - t->last_attempt_ns < s->min_interval_ns) {
 		atomic_fetch_add(&s->m.cached, 1);
 		rc = published(t, out);
 		pthread_mutex_unlock(&t->dump_lock);

@@ -44,7 +44,7 @@ struct stacks_metrics {
 struct sdump {
 	_Atomic int refs;
 	struct sw_dump *d; /* symbolized, grouped, compacted */
-	uint64_t mono_ns; /* CLOCK_MONOTONIC when it was taken */
+	uint64_t mono_ns;  /* CLOCK_MONOTONIC when it was taken */
 };
 
 void sdump_get(struct sdump *sd);
@@ -53,7 +53,7 @@ void sdump_put(struct sdump *sd);
 struct stacks {
 	struct registry *reg;
 	uint64_t min_interval_ns; /* 1 s / max_dump_rate */
-	size_t history; /* samples kept per target */
+	size_t history;		  /* samples kept per target */
 	int stuck_after_s;
 	pthread_mutex_t sym_lock;
 	struct sym *sym;

@@ -15,8 +15,7 @@
 #include "watch.h"
 
 /* The realtime instant of a sample taken ago_s before now. */
-static void when(const struct sw_dump *d, double ago_s, char *buf,
-		 size_t size)
+static void when(const struct sw_dump *d, double ago_s, char *buf, size_t size)
 {
 	struct timespec ts = d->collected_at;
 	double t = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - ago_s;
@@ -151,10 +150,10 @@ static size_t compare(const struct sw_dump *a, const struct sw_dump *b,
 	size_t i = 0, j = 0, same = 0;
 
 	while (ia && ib && (i < a->nthreads || j < b->nthreads)) {
-		const struct sw_thread *x = i < a->nthreads ? &a->threads[ia[i]]
-							    : NULL;
-		const struct sw_thread *y = j < b->nthreads ? &b->threads[ib[j]]
-							    : NULL;
+		const struct sw_thread *x =
+			i < a->nthreads ? &a->threads[ia[i]] : NULL;
+		const struct sw_thread *y =
+			j < b->nthreads ? &b->threads[ib[j]] : NULL;
 		cJSON *o;
 
 		if (x && (!y || x->tid < y->tid)) {

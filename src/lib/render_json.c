@@ -180,11 +180,11 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t)
 		ok = ok && cJSON_AddNullToObject(o, "group");
 	/* Milliseconds are all the samples can tell. */
 	if (t->unchanged_s >= 0)
-		ok = ok && cJSON_AddNumberToObject(
-				   o, "unchanged_s",
-				   (double)(long long)(t->unchanged_s * 1000 +
-						       0.5) /
-					   1000);
+		ok = ok &&
+		     cJSON_AddNumberToObject(
+			     o, "unchanged_s",
+			     (double)(long long)(t->unchanged_s * 1000 + 0.5) /
+				     1000);
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;

@@ -55,8 +55,8 @@ static mask_fn resolve(_Atomic(mask_fn) *slot, const char *name)
  * True when the interposer was called from libunwind's code; used in the
  * interposers themselves, so the return address is their caller's.
  */
-#define from_libunwind()                                                    \
-	((uintptr_t)__builtin_return_address(0) >= unwind_text_lo &&        \
+#define from_libunwind()                                             \
+	((uintptr_t)__builtin_return_address(0) >= unwind_text_lo && \
 	 (uintptr_t)__builtin_return_address(0) < unwind_text_hi)
 
 /* The set the caller asked for, minus our signal where it would block it. */
@@ -146,9 +146,10 @@ static void *next_fn(void *volatile *slot, const char *name)
 	return f;
 }
 
-static void *volatile real_sigwait, *volatile real_sigwaitinfo,
-	*volatile real_sigtimedwait, *volatile real_signalfd,
-	*volatile real_sigsuspend;
+static void *volatile real_sigwait,
+	*volatile real_sigwaitinfo, *volatile real_sigtimedwait,
+					    *volatile real_signalfd,
+						    *volatile real_sigsuspend;
 
 /* The set without our signal (SIG_BLOCK: it is "added to" the wait). */
 static const sigset_t *without_ours(const sigset_t *set, sigset_t *copy)

@@ -61,7 +61,8 @@ static void test_sigwait(const struct itest_daemon *d)
 	       "workers that block every signal are all dumped (%d ok)",
 	       count(j, "worker", "ok"));
 	TAP_OK(j && cJSON_GetObjectItem(j, "threads_ok")->valuedouble ==
-			    cJSON_GetObjectItem(j, "threads_total")->valuedouble,
+			       cJSON_GetObjectItem(j, "threads_total")
+				       ->valuedouble,
 	       "and so is the thread waiting in sigwait(all signals)");
 	cJSON_Delete(j);
 	kill(pid, SIGTERM);

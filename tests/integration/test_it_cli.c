@@ -76,8 +76,7 @@ int main(void)
 			       strstr(out, "agent_target sigwait"),
 		       "stackwatch targets lists it (exit %d)", rc);
 	}
-	snprintf(cmd, sizeof(cmd), "%s --url %s dump %d", cli, d.url,
-		 (int)pid);
+	snprintf(cmd, sizeof(cmd), "%s --url %s dump %d", cli, d.url, (int)pid);
 	rc = capture(cmd, out, sizeof(out));
 	sscanf(out, "Process %d", &shown);
 	TAP_OK(rc == 0 && shown == pid && strstr(out, "4 threads: worker") &&
@@ -90,8 +89,8 @@ int main(void)
 		cJSON *j = cJSON_Parse(out);
 
 		TAP_OK(rc == 0 && j &&
-			       cJSON_GetObjectItem(j, "threads_ok")->valuedouble ==
-				       6,
+			       cJSON_GetObjectItem(j, "threads_ok")
+					       ->valuedouble == 6,
 		       "stackwatch dump --format json: 6 threads ok");
 		cJSON_Delete(j);
 	}

@@ -31,8 +31,7 @@ static int connect_port(int port)
  * within 5 s). Returns the status code, 0 for no answer at all; the body
  * goes to body.
  */
-static int raw(int port, const char *req, size_t len, char *body,
-	       size_t size)
+static int raw(int port, const char *req, size_t len, char *body, size_t size)
 {
 	char buf[65536];
 	size_t got = 0;
@@ -73,8 +72,8 @@ static int raw(int port, const char *req, size_t len, char *body,
 struct bad {
 	const char *what;
 	const char *request; /* NULL: built by the test */
-	int status; /* expected; 0: any 4xx */
-	int json; /* the body is a JSON error */
+	int status;	     /* expected; 0: any 4xx */
+	int json;	     /* the body is a JSON error */
 };
 
 static const struct bad table[] = {
@@ -91,19 +90,18 @@ static const struct bad table[] = {
 	{ "pid empty", "GET /api/v1/stacks?pid= HTTP/1.1\r\n\r\n", 400, 1 },
 	{ "pid not registered", "GET /api/v1/stacks?pid=1 HTTP/1.1\r\n\r\n",
 	  404, 1 },
-	{ "unknown format",
-	  "GET /api/v1/stacks?format=xml HTTP/1.1\r\n\r\n", 400, 1 },
-	{ "timeout_ms zero",
-	  "GET /api/v1/stacks?timeout_ms=0 HTTP/1.1\r\n\r\n", 400, 1 },
+	{ "unknown format", "GET /api/v1/stacks?format=xml HTTP/1.1\r\n\r\n",
+	  400, 1 },
+	{ "timeout_ms zero", "GET /api/v1/stacks?timeout_ms=0 HTTP/1.1\r\n\r\n",
+	  400, 1 },
 	{ "timeout_ms too large",
 	  "GET /api/v1/stacks?timeout_ms=10001 HTTP/1.1\r\n\r\n", 400, 1 },
 	{ "timeout_ms overflow",
-	  "GET /api/v1/stacks?timeout_ms=4294967297 HTTP/1.1\r\n\r\n", 400,
-	  1 },
+	  "GET /api/v1/stacks?timeout_ms=4294967297 HTTP/1.1\r\n\r\n", 400, 1 },
 	{ "symbols neither 0 nor 1",
 	  "GET /api/v1/stacks?symbols=2 HTTP/1.1\r\n\r\n", 400, 1 },
-	{ "diff without since", "GET /api/v1/diff?pid=1 HTTP/1.1\r\n\r\n",
-	  400, 1 },
+	{ "diff without since", "GET /api/v1/diff?pid=1 HTTP/1.1\r\n\r\n", 400,
+	  1 },
 	{ "diff since negative",
 	  "GET /api/v1/diff?pid=1&since=-1 HTTP/1.1\r\n\r\n", 400, 1 },
 	{ "diff since not a number",
@@ -116,8 +114,8 @@ static const struct bad table[] = {
 	  405, 1 },
 	{ "DELETE", "DELETE /api/v1/targets HTTP/1.1\r\n\r\n", 405, 1 },
 	{ "body on GET",
-	  "GET /api/v1/targets HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
-	  413, 1 },
+	  "GET /api/v1/targets HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", 413,
+	  1 },
 	{ "binary garbage", GARBAGE, 0, 0 },
 	{ "bad HTTP version", "GET /healthz HTTP/9.9\r\n\r\n", 0, 0 },
 	{ "huge query string", NULL, 0, 0 },
@@ -181,7 +179,8 @@ static void test_slow_clients(const struct itest_daemon *d)
 	for (int i = 0; i < 64; i++) {
 		fds[i] = connect_port(d->port);
 		if (fds[i] >= 0)
-			(void)!write(fds[i], "GET /healthz HTTP/1.1\r\nX-A: ", 28);
+			(void)!write(fds[i],
+				     "GET /healthz HTTP/1.1\r\nX-A: ", 28);
 	}
 	memset(&r, 0, sizeof(r));
 	t0 = itest_now_ms();

@@ -20,8 +20,7 @@
 
 static char fixture[256];
 
-static pid_t spawn(const struct itest_daemon *d, char **args, int *out,
-		   int *in)
+static pid_t spawn(const struct itest_daemon *d, char **args, int *out, int *in)
 {
 	char *argv[6] = { fixture };
 
@@ -339,8 +338,13 @@ static void stuck_reason(const struct itest_daemon *d, pid_t pid,
 
 static void test_watchdog(void)
 {
-	const char *args[] = { "--sample-interval", "200", "--stuck-after",
-			       "1", "--timeout", "200", NULL };
+	const char *args[] = { "--sample-interval",
+			       "200",
+			       "--stuck-after",
+			       "1",
+			       "--timeout",
+			       "200",
+			       NULL };
 	struct itest_daemon d;
 	char *mode[] = { (char *)"watch", (char *)"spin", (char *)"vfork",
 			 NULL };
@@ -420,8 +424,8 @@ static void test_diff(void)
 	       "diff: the mover moved to mover_b");
 	t_move = itest_now_ms();
 	itest_sleep_ms(400); /* samples after it */
-	snprintf(path, sizeof(path), "/api/v1/diff?pid=%d&since=%.1f",
-		 (int)pid, (double)(itest_now_ms() - t_move) / 1000.0 + 0.2);
+	snprintf(path, sizeof(path), "/api/v1/diff?pid=%d&since=%.1f", (int)pid,
+		 (double)(itest_now_ms() - t_move) / 1000.0 + 0.2);
 	j = itest_get_json(&d, path, &status);
 	ch = cJSON_GetObjectItem(j, "changed");
 	nchanged = cJSON_GetArraySize(ch);
