@@ -117,6 +117,8 @@ int main(int argc, char **argv)
 			o.listen_addr, o.listen_port,
 			rc == -EINVAL ? "not a numeric IP address"
 				      : sw_strerror(rc));
+		/* The samplers use the registry and the service: first. */
+		sched_stop(sched);
 		registry_stop(reg);
 		stacks_release(&st);
 		return 1;
