@@ -25,6 +25,7 @@
 #include "collect.h"
 #include "futex.h"
 #include "handler.h"
+#include "loader_guard.h"
 #include "modules.h"
 #include "procfs.h"
 #include "stackmap.h"
@@ -66,6 +67,7 @@ static void atfork_child(void)
 	pthread_mutex_init(&collect_lock, NULL);
 	for (int s = 0; s < HANDLER_SLOTS; s++)
 		atomic_store(&handler_slots[s].word, SLOT_WORD(0, SLOT_FREE));
+	loader_gate_atfork_child();
 }
 
 static void register_atfork(void)
@@ -283,12 +285,19 @@ static void time_out(struct run *r, struct sw_thread *t, const char *why)
 		dump_thread_set_error(t, SW_ST_TIMEOUT, why);
 }
 
-/* The deadline passed: takes back every slot still out. */
-static void finish_at_deadline(struct run *r)
+/*
+ * The deadline passed: takes back every slot still out. why says what
+ * held the dump up, NULL for threads that did not answer.
+ */
+static void finish_at_deadline(struct run *r, const char *why_not)
 {
-	char why[64];
+	char why[96];
 
-	snprintf(why, sizeof(why), "no answer within %d ms", r->d->timeout_ms);
+	if (why_not)
+		snprintf(why, sizeof(why), "%s", why_not);
+	else
+		snprintf(why, sizeof(why), "no answer within %d ms",
+			 r->d->timeout_ms);
 	for (size_t s = 0; s < r->window; s++) {
 		uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
 		struct sw_thread *t;
@@ -414,7 +423,7 @@ static void signal_all(struct run *r)
 		    until < r->deadline_ns)
 			settle_exited(r);
 	}
-	finish_at_deadline(r);
+	finish_at_deadline(r, NULL);
 }
 
 static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
@@ -558,7 +567,13 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	 */
 	stackmap_refresh();
 	reclaim_slots(&r);
-	signal_all(&r);
+	if (loader_gate_hold(r.deadline_ns) == 0) {
+		signal_all(&r);
+		loader_gate_release();
+	} else {
+		finish_at_deadline(
+			&r, "a dlclose() in progress outlasted the timeout");
+	}
 	rc = modules_read_self(r.d);
 	if (rc < 0)
 		goto out_close;

@@ -6,7 +6,9 @@
  * system calls, the vDSO clock and libunwind's local unwinder (whose global
  * cache lock is taken with every signal blocked, so a thread holding it is
  * never interrupted by us). The one libunwind hazard left is the dynamic
- * loader's lock, which loader_guard.c handles. The other hazard is stack:
+ * loader's lock, which loader_guard.c keeps out of the handler: a thread
+ * inside the loader is not unwound, and the others find modules in a
+ * snapshot instead of under the lock. The other hazard is stack:
  * the handler unwinds only with HANDLER_STACK_NEED bytes left below it
  * (stackmap.c), and a signal of ours that arrives while the handler is
  * still on the stack is put back (defer()), so frames never pile up.
@@ -183,11 +185,16 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		defer(signo, si, ctx, s, cookie >> 8);
 		goto out;
 	}
+	/* Counted before the claim: the snapshot stays while we may read it. */
+	loader_gate_enter();
 	expect = SLOT_WORD(cookie >> 8, SLOT_ARMED);
 	if (!atomic_compare_exchange_strong_explicit(
 		    &s->word, &expect, SLOT_WORD(cookie >> 8, SLOT_WRITING),
-		    memory_order_acquire, memory_order_relaxed))
+		    memory_order_acquire, memory_order_relaxed)) {
+		loader_gate_leave();
 		goto out;
+	}
+	sw_loader_snap_ok = 1;
 	s->captured_ns = handler_now_ns();
 	if (handler_empty) {
 		s->nips = 0;
@@ -202,6 +209,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 			      memory_order_release);
 	atomic_fetch_add_explicit(&handler_done_seq, 1, memory_order_release);
 	futex_wake_all(&handler_done_seq);
+	loader_gate_leave();
 out:
 	handler_depth--;
 	errno = saved_errno;

@@ -1,6 +1,7 @@
 /*
  * loader_guard.c - counts, per thread, how deep it is inside the dynamic
- * loader (loader_guard.h).
+ * loader, and keeps the module list the handlers unwind with
+ * (loader_guard.h).
  *
  * We define dlopen, dlmopen, dlclose and dl_iterate_phdr ourselves; being
  * loaded before libc (LD_PRELOAD, or linked into the program) makes ours
@@ -15,14 +16,36 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 
+#include "futex.h"
+#include "handler.h"
 #include "loader_guard.h"
 
 __thread volatile int sw_loader_depth
 	__attribute__((tls_model("initial-exec")));
+__thread volatile int sw_loader_snap_ok
+	__attribute__((tls_model("initial-exec")));
+struct sw_loader_gate sw_loader_gate;
+
+/*
+ * The gate word. HOLD: a dump is taking or using the snapshot, no dlclose
+ * may start. UNW: handlers that may be reading the snapshot. CLOSE: threads
+ * inside dlclose. WAITERS: someone sleeps on the word and wants a wake when
+ * a count drops or HOLD clears.
+ */
+#define GATE_HOLD (1u << 31)
+#define GATE_WAITERS (1u << 30)
+#define GATE_UNW_ONE (1u << 15)
+#define GATE_UNW_MASK (0x7fffu << 15)
+#define GATE_CLOSE_MASK 0x7fffu
+
+/* How deep this thread is in dlclose: only the outermost call counts. */
+static __thread int close_depth __attribute__((tls_model("initial-exec")));
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
@@ -63,6 +86,146 @@ NOT_TSAN void loader_guard_init(void)
 	RESOLVE(real_iterate, iterate_fn, "dl_iterate_phdr");
 }
 
+/*
+ * Sleeps until the gate word moves from v, saying so in WAITERS first.
+ * Returns -ETIMEDOUT at deadline_ns, 0 otherwise (look again).
+ */
+NOT_TSAN static int gate_wait(uint32_t v, uint64_t deadline_ns)
+{
+	if (!(v & GATE_WAITERS)) {
+		if (!atomic_compare_exchange_strong(&sw_loader_gate.word, &v,
+						    v | GATE_WAITERS))
+			return 0;
+		v |= GATE_WAITERS;
+	}
+	return futex_wait_until(&sw_loader_gate.word, v, deadline_ns) ==
+			       -ETIMEDOUT
+		       ? -ETIMEDOUT
+		       : 0;
+}
+
+/* Wakes the sleepers, if any, after the word changed to v. */
+NOT_TSAN static void gate_wake(uint32_t v)
+{
+	if (!(v & GATE_WAITERS))
+		return;
+	atomic_fetch_and(&sw_loader_gate.word, ~GATE_WAITERS);
+	futex_wake_all(&sw_loader_gate.word);
+}
+
+/*
+ * A dlclose may unmap a module the snapshot points into: it starts only
+ * while no dump holds the gate and no handler may be reading the
+ * snapshot. The wait lasts a dump's signal phase at most (a handler runs
+ * for microseconds); a nested dlclose (from a destructor) is already
+ * counted.
+ */
+NOT_TSAN static void close_enter(void)
+{
+	if (close_depth++ > 0)
+		return;
+	for (;;) {
+		uint32_t v = atomic_load(&sw_loader_gate.word);
+
+		if (!(v & (GATE_HOLD | GATE_UNW_MASK))) {
+			if (atomic_compare_exchange_weak(&sw_loader_gate.word,
+							 &v, v + 1))
+				return;
+			continue;
+		}
+		gate_wait(v, handler_now_ns() + 1000000000ull);
+	}
+}
+
+NOT_TSAN static void close_leave(void)
+{
+	if (--close_depth > 0)
+		return;
+	gate_wake(atomic_fetch_sub(&sw_loader_gate.word, 1) - 1);
+}
+
+/* Our dl_iterate_phdr inside the handler: the snapshot, no lock. */
+NOT_TSAN static int iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t,
+					       void *),
+				     void *data)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < sw_loader_gate.nsnap && rc == 0; i++)
+		rc = cb(&sw_loader_gate.snap[i], sizeof(struct dl_phdr_info),
+			data);
+	return rc;
+}
+
+/* Appends one module to the snapshot; stops (short) when out of memory. */
+NOT_TSAN static int copy_module(struct dl_phdr_info *info, size_t size,
+				void *arg)
+{
+	struct sw_loader_gate *g = &sw_loader_gate;
+
+	(void)size;
+	(void)arg;
+	if (g->nsnap == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		struct dl_phdr_info *p = realloc(g->snap, cap * sizeof(*p));
+
+		if (!p)
+			return 1;
+		g->snap = p;
+		g->cap = cap;
+	}
+	g->snap[g->nsnap++] = *info;
+	return 0;
+}
+
+NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
+{
+	iterate_fn f;
+
+	atomic_fetch_or(&sw_loader_gate.word, GATE_HOLD);
+	for (;;) {
+		uint32_t v = atomic_load(&sw_loader_gate.word);
+
+		if (!(v & (GATE_UNW_MASK | GATE_CLOSE_MASK)))
+			break;
+		if (gate_wait(v, deadline_ns) == -ETIMEDOUT) {
+			loader_gate_release();
+			return -ETIMEDOUT;
+		}
+	}
+	/* Nobody reads the snapshot now and no module can go away. */
+	loader_guard_init();
+	f = atomic_load_explicit(&real_iterate, memory_order_acquire);
+	sw_loader_gate.nsnap = 0;
+	if (f)
+		f(copy_module, NULL);
+	return 0;
+}
+
+NOT_TSAN void loader_gate_release(void)
+{
+	gate_wake(atomic_fetch_and(&sw_loader_gate.word, ~GATE_HOLD) &
+		  ~GATE_HOLD);
+}
+
+NOT_TSAN void loader_gate_enter(void)
+{
+	atomic_fetch_add(&sw_loader_gate.word, GATE_UNW_ONE);
+}
+
+NOT_TSAN void loader_gate_leave(void)
+{
+	sw_loader_snap_ok = 0;
+	gate_wake(atomic_fetch_sub(&sw_loader_gate.word, GATE_UNW_ONE) -
+		  GATE_UNW_ONE);
+}
+
+NOT_TSAN void loader_gate_atfork_child(void)
+{
+	/* Only this thread is left: what it holds is all that counts. */
+	atomic_store(&sw_loader_gate.word, close_depth > 0 ? 1u : 0u);
+}
+
 NOT_TSAN void *dlopen(const char *file, int mode)
 {
 	void *h = NULL;
@@ -98,10 +261,12 @@ NOT_TSAN int dlclose(void *handle)
 
 	RESOLVE(real_dlclose, dlclose_fn, "dlclose");
 	f = atomic_load_explicit(&real_dlclose, memory_order_acquire);
+	close_enter();
 	sw_loader_depth++;
 	if (f)
 		rc = f(handle);
 	sw_loader_depth--;
+	close_leave();
 	return rc;
 }
 
@@ -111,6 +276,8 @@ NOT_TSAN int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *),
 	int rc = 0;
 	iterate_fn f;
 
+	if (sw_loader_snap_ok)
+		return iterate_snapshot(cb, data);
 	RESOLVE(real_iterate, iterate_fn, "dl_iterate_phdr");
 	f = atomic_load_explicit(&real_iterate, memory_order_acquire);
 	sw_loader_depth++;

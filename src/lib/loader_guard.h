@@ -8,18 +8,72 @@
  * initial-exec TLS; the handler reads the count and, when nonzero, records
  * a placeholder instead of unwinding.
  *
- * The counter is an exported symbol, so when both the agent and the
- * library (or a program linking it statically) are loaded, every copy of
- * the interposers and of the handler binds to the first definition and
- * they all count on one variable.
+ * Every other thread unwinds, and libunwind finds each module's tables
+ * through dl_iterate_phdr, which takes the loader's lock too: a handler
+ * interrupting a thread that holds the allocator's lock would wait there
+ * for a dlclose that itself waits for the allocator. So inside the handler
+ * our dl_iterate_phdr takes no lock: it answers from a snapshot of the
+ * module list that the dumper took just before signalling. The snapshot
+ * points into the modules themselves, so no dlclose may run while a
+ * handler could read it: the gate below.
+ *
+ * The gate is one atomic word: a HOLD bit the dumper sets from before the
+ * snapshot until the last signal is answered, a count of handlers running
+ * (each counted before it claims its slot, so a late one is still covered
+ * after the dumper gave up), and a count of threads inside dlclose. dlclose
+ * starts only while there is neither a hold nor a handler; the dumper takes
+ * the snapshot only once neither a handler nor a dlclose is running.
+ *
+ * The counter, the gate and the snapshot are exported symbols, so when
+ * both the agent and the library (or a program linking it statically) are
+ * loaded, every copy of the interposers and of the handler binds to the
+ * first definition and they all share one of each.
  */
 #ifndef SW_LOADER_GUARD_H
 #define SW_LOADER_GUARD_H
 
+#include <link.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
 extern __thread volatile int sw_loader_depth
 	__attribute__((tls_model("initial-exec")));
 
+/* Nonzero while this thread's handler may unwind with the snapshot. */
+extern __thread volatile int sw_loader_snap_ok
+	__attribute__((tls_model("initial-exec")));
+
+struct sw_loader_gate {
+	_Atomic uint32_t word;
+	struct dl_phdr_info *snap; /* changed only under HOLD, no handler */
+	size_t nsnap, cap;
+};
+extern struct sw_loader_gate sw_loader_gate;
+
 /* Resolves the real functions. Idempotent; call before any signal. */
 void loader_guard_init(void);
+
+/*
+ * The dumper, before signalling: holds dlclose off, waits for the ones
+ * running and for handlers of earlier dumps, then snapshots the module
+ * list. Returns 0, or -ETIMEDOUT (and holds nothing) when they did not
+ * finish by the absolute CLOCK_MONOTONIC time deadline_ns.
+ */
+int loader_gate_hold(uint64_t deadline_ns);
+
+/* The dumper, once every signal is answered or abandoned. */
+void loader_gate_release(void);
+
+/*
+ * The handler: enter before claiming a slot, leave after publishing. A
+ * handler that claimed its slot sets sw_loader_snap_ok between the two.
+ * Async-signal-safe (atomics, and a futex wake when someone waits).
+ */
+void loader_gate_enter(void);
+void loader_gate_leave(void);
+
+/* In a child of fork(): the gate as only this thread holds it. */
+void loader_gate_atfork_child(void);
 
 #endif /* SW_LOADER_GUARD_H */

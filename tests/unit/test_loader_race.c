@@ -106,21 +106,6 @@ static bool pass_through(int fd, char *buf, size_t size, size_t *len, int *oks,
 
 int main(void)
 {
-#if defined(__SANITIZE_ADDRESS__)
-	/*
-	 * Known open defect, found by this test under ASan: a thread
-	 * interrupted inside ASan's allocator (holding its lock) unwinds
-	 * through dl_iterate_phdr and waits for the loader's lock, held by
-	 * a thread in dlclose() that waits for the allocator's lock. The
-	 * loader guard only covers the interrupted thread itself. The fix is
-	 * to give libunwind a snapshot of the module list instead of the
-	 * loader's (dl_iterate_phdr never locking inside the handler), with
-	 * dlclose held off during a dump. Until then this test runs in the
-	 * normal build only, where it passes its 10,000 dumps.
-	 */
-	TAP_SKIP("ASan build: known loader-lock deadlock, see the comment");
-	return tap_done();
-#endif
 	long dumps = env_long("SW_LOADER_RACE_DUMPS", 10000);
 	long deadline_s = env_long("SW_LOADER_RACE_DEADLINE_S", 240);
 	char path[4096], dumps_arg[32], buf[4096];
