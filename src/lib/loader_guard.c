@@ -19,8 +19,10 @@
 #include <errno.h>
 #include <link.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "futex.h"
 #include "handler.h"
@@ -157,24 +159,59 @@ NOT_TSAN static int iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t,
 	return rc;
 }
 
-/* Appends one module to the snapshot; stops (short) when out of memory. */
-NOT_TSAN static int copy_module(struct dl_phdr_info *info, size_t size,
-				void *arg)
+/*
+ * Makes room for one more module and n more program headers. Returns false
+ * when out of memory.
+ */
+NOT_TSAN static bool snap_reserve(struct sw_loader_gate *g, size_t n)
 {
-	struct sw_loader_gate *g = &sw_loader_gate;
-
-	(void)size;
-	(void)arg;
 	if (g->nsnap == g->cap) {
 		size_t cap = g->cap ? 2 * g->cap : 64;
 		struct dl_phdr_info *p = realloc(g->snap, cap * sizeof(*p));
 
 		if (!p)
-			return 1;
+			return false;
 		g->snap = p;
 		g->cap = cap;
 	}
-	g->snap[g->nsnap++] = *info;
+	if (g->nphdr + n > g->phdr_cap) {
+		size_t cap = g->phdr_cap ? 2 * g->phdr_cap : 1024;
+		ElfW(Phdr) * p;
+
+		while (cap < g->nphdr + n)
+			cap *= 2;
+		p = realloc(g->phdrs, cap * sizeof(*p));
+		if (!p)
+			return false;
+		g->phdrs = p;
+		g->phdr_cap = cap;
+	}
+	return true;
+}
+
+/*
+ * Appends one module to the snapshot, its program headers copied: libunwind
+ * reads every module's headers looking for the one that holds a pc, and
+ * the copies keep that walk off modules that glibc unloads on its own
+ * (iconv's, without dlclose). Stops, short, when out of memory.
+ */
+NOT_TSAN static int copy_module(struct dl_phdr_info *info, size_t size,
+				void *arg)
+{
+	struct sw_loader_gate *g = &sw_loader_gate;
+	size_t n = info->dlpi_phnum;
+
+	(void)size;
+	(void)arg;
+	if (!snap_reserve(g, n))
+		return 1;
+	memcpy(&g->phdrs[g->nphdr], info->dlpi_phdr, n * sizeof(ElfW(Phdr)));
+	g->snap[g->nsnap] = *info;
+	/* an index until the copying is done: phdrs may still move */
+	g->snap[g->nsnap].dlpi_phdr = (const ElfW(Phdr) *)(uintptr_t)g->nphdr;
+	g->snap[g->nsnap].dlpi_name = "";
+	g->nphdr += n;
+	g->nsnap++;
 	return 0;
 }
 
@@ -197,8 +234,14 @@ NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
 	loader_guard_init();
 	f = atomic_load_explicit(&real_iterate, memory_order_acquire);
 	sw_loader_gate.nsnap = 0;
+	sw_loader_gate.nphdr = 0;
 	if (f)
 		f(copy_module, NULL);
+	for (size_t i = 0; i < sw_loader_gate.nsnap; i++) {
+		struct dl_phdr_info *m = &sw_loader_gate.snap[i];
+
+		m->dlpi_phdr = &sw_loader_gate.phdrs[(uintptr_t)m->dlpi_phdr];
+	}
 	return 0;
 }
 

@@ -46,8 +46,11 @@ extern __thread volatile int sw_loader_snap_ok
 
 struct sw_loader_gate {
 	_Atomic uint32_t word;
-	struct dl_phdr_info *snap; /* changed only under HOLD, no handler */
+	/* changed only under HOLD with no handler running */
+	struct dl_phdr_info *snap; /* names "", headers in phdrs */
 	size_t nsnap, cap;
+	ElfW(Phdr) * phdrs;
+	size_t nphdr, phdr_cap;
 };
 extern struct sw_loader_gate sw_loader_gate;
 
