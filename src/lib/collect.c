@@ -37,6 +37,20 @@ static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t next_gen;	   /* under collect_lock */
 static struct collect_stats stats; /* under collect_lock */
 
+/*
+ * The threads that answered the previous dump, by tid, ascending (under
+ * collect_lock). They had our signal deliverable a moment ago, and it
+ * stays so unless they block it by a raw system call (the library's
+ * sigprocmask strips it), so they are signalled at once, without reading
+ * /proc first: that read costs more than the rest of the round trip.
+ * Their name and state come from their handler; if one does not answer
+ * within COLLECT_EXIT_POLL_NS, /proc is read after all (settle_quiet()).
+ * Every other thread (new ones, blocked ones, the first dump) is read
+ * first, and never signalled while it blocks the signal.
+ */
+static pid_t *answered;
+static size_t nanswered;
+
 /* One dump in progress. */
 struct run {
 	struct sw_dump *d;
@@ -51,6 +65,7 @@ struct run {
 	uint64_t gen[HANDLER_SLOTS];
 	bool usable[HANDLER_SLOTS]; /* false: quarantined */
 	bool *settled;		    /* per thread: has its final status */
+	bool *unread;		    /* per thread: signalled without /proc */
 	size_t *recheck;	    /* threads seen blocking the signal once */
 	size_t nrecheck;
 	size_t rechecked; /* how many of them were started again */
@@ -65,6 +80,7 @@ struct run {
 static void atfork_child(void)
 {
 	pthread_mutex_init(&collect_lock, NULL);
+	nanswered = 0; /* other threads' tids */
 	for (int s = 0; s < HANDLER_SLOTS; s++)
 		atomic_store(&handler_slots[s].word, SLOT_WORD(0, SLOT_FREE));
 	loader_gate_atfork_child();
@@ -155,6 +171,11 @@ static void harvest_slot(struct run *r, int s)
 		t->utime_ms = sl->utime_us / 1000;
 		t->stime_ms = sl->stime_us / 1000;
 		t->status = SW_ST_OK;
+		if (r->unread[r->owner[s]] && sl->name[0]) {
+			memcpy(t->name, sl->name, sizeof(t->name));
+			t->name[sizeof(t->name) - 1] = '\0';
+			t->state = sl->state;
+		}
 	}
 	atomic_store_explicit(&sl->word, SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
 			      memory_order_release);
@@ -213,6 +234,9 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 
 	if (r->settled[i])
 		return 1; /* ourselves, or skipped */
+	if (r->unread[i] && !recheck)
+		goto send;
+	r->unread[i] = false;
 	rc = procfs_read_task(r->taskfd, t->tid, &pt, &sigblk);
 	if (rc == -ESRCH) {
 		dump_thread_set_error(t, SW_ST_EXITED,
@@ -238,6 +262,7 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 				      "the thread blocks the dump signal");
 		return 1;
 	}
+send:
 	s = free_slot(r);
 	if (s < 0)
 		return 0;
@@ -317,6 +342,12 @@ static void finish_at_deadline(struct run *r, const char *why_not)
 			harvest_slot(r, (int)s);
 			continue;
 		}
+		if (r->unread[r->owner[s]]) {
+			struct procfs_task pt;
+
+			if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
+				fill_task(r, t, &pt);
+		}
 		r->owner[s] = -1;
 		r->inflight--;
 		time_out(r, t, why);
@@ -364,30 +395,67 @@ static void start_more(struct run *r)
 }
 
 /*
- * Takes back the slots of signalled threads that have exited since: their
- * signal died with them (glibc blocks every signal while a thread exits,
- * so one signalled then never runs the handler), and waiting for them
- * would hold the whole dump until its deadline. A slot still armed is
- * freed with a newer generation, as at the deadline.
+ * Takes back slot s, armed for a thread that will not answer it. Returns
+ * false when a handler has claimed it meanwhile (it will publish).
  */
-static void settle_exited(struct run *r)
+static bool take_back(struct run *r, int s)
+{
+	uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
+
+	if (!atomic_compare_exchange_strong(
+		    &handler_slots[s].word, &w,
+		    SLOT_WORD(r->gen[s] + 1, SLOT_FREE)))
+		return false;
+	r->owner[s] = -1;
+	r->inflight--;
+	return true;
+}
+
+/*
+ * No answer for COLLECT_EXIT_POLL_NS. Takes back the slots of signalled
+ * threads that have exited since: their signal died with them (glibc
+ * blocks every signal while a thread exits, so one signalled then never
+ * runs the handler), and waiting for them would hold the whole dump until
+ * its deadline. A thread signalled without reading /proc first is read
+ * now: should it have blocked the signal since the previous dump, it is
+ * blocked-signal at once (the signal stays pending, and a late handler
+ * finds a newer generation); otherwise its name and state are noted for
+ * the case it times out.
+ */
+static void settle_quiet(struct run *r)
 {
 	for (size_t s = 0; s < r->window; s++) {
-		uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
+		struct procfs_task pt;
+		uint64_t sigblk = 0;
 		struct sw_thread *t;
+		int i = r->owner[s], rc;
 
-		if (r->owner[s] < 0)
+		if (i < 0)
 			continue;
-		t = &r->d->threads[r->owner[s]];
-		if (task_exists(r, t->tid) ||
-		    !atomic_compare_exchange_strong(
-			    &handler_slots[s].word, &w,
-			    SLOT_WORD(r->gen[s] + 1, SLOT_FREE)))
+		t = &r->d->threads[i];
+		if (!r->unread[i]) {
+			if (!task_exists(r, t->tid) && take_back(r, (int)s))
+				dump_thread_set_error(
+					t, SW_ST_EXITED,
+					"the thread exited during the dump");
 			continue;
-		r->owner[s] = -1;
-		r->inflight--;
-		dump_thread_set_error(t, SW_ST_EXITED,
-				      "the thread exited during the dump");
+		}
+		r->unread[i] = false;
+		rc = procfs_read_task(r->taskfd, t->tid, &pt, &sigblk);
+		if (rc == -ESRCH) {
+			if (take_back(r, (int)s))
+				dump_thread_set_error(
+					t, SW_ST_EXITED,
+					"the thread exited during the dump");
+			continue;
+		}
+		if (rc < 0)
+			continue;
+		fill_task(r, t, &pt);
+		if ((sigblk & (1ull << (r->signo - 1))) && take_back(r, (int)s))
+			dump_thread_set_error(
+				t, SW_ST_BLOCKED,
+				"the thread blocks the dump signal");
 	}
 }
 
@@ -421,9 +489,41 @@ static void signal_all(struct run *r)
 		if (futex_wait_until(&handler_done_seq, seq, until) ==
 			    -ETIMEDOUT &&
 		    until < r->deadline_ns)
-			settle_exited(r);
+			settle_quiet(r);
 	}
 	finish_at_deadline(r, NULL);
+}
+
+static int cmp_tid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static bool answered_before(pid_t tid)
+{
+	return nanswered &&
+	       bsearch(&tid, answered, nanswered, sizeof(pid_t), cmp_tid);
+}
+
+/* Keeps the threads that answered this dump for the next one. */
+static void note_answered(const struct sw_dump *d)
+{
+	pid_t *v = realloc(answered,
+			   (d->nthreads ? d->nthreads : 1) * sizeof(pid_t));
+	size_t n = 0;
+
+	if (!v) {
+		nanswered = 0;
+		return;
+	}
+	answered = v;
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].status == SW_ST_OK)
+			answered[n++] = d->threads[i].tid;
+	qsort(answered, n, sizeof(pid_t), cmp_tid);
+	nanswered = n;
 }
 
 static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
@@ -441,7 +541,8 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 	d->threads = calloc(n ? n : 1, sizeof(*d->threads));
 	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
 	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
-	if (!d->threads || !r->settled || !r->recheck) {
+	r->unread = calloc(n ? n : 1, sizeof(*r->unread));
+	if (!d->threads || !r->settled || !r->recheck || !r->unread) {
 		free(tids);
 		return -ENOMEM;
 	}
@@ -456,6 +557,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 		t->group = -1;
 		t->unchanged_s = -1;
 		t->status = SW_ST_TIMEOUT; /* until it answers */
+		r->unread[i] = answered_before(t->tid);
 		if (t->tid == self) {
 			r->settled[i] = true;
 			if (procfs_read_task(r->taskfd, self, &pt, NULL) == 0)
@@ -578,8 +680,10 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	if (rc < 0)
 		goto out_close;
 	finish_dump(&r, start_ns);
+	note_answered(r.d);
 	free(r.settled);
 	free(r.recheck);
+	free(r.unread);
 	close(r.taskfd);
 	pthread_mutex_unlock(&collect_lock);
 	*out = r.d;
@@ -588,6 +692,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 out_close:
 	free(r.settled);
 	free(r.recheck);
+	free(r.unread);
 	close(r.taskfd);
 out_free:
 	sw_dump_free(r.d);

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -127,6 +128,29 @@ static void cpu_times(struct slot *s)
 }
 
 /*
+ * What the thread was doing when our signal came, read off its context:
+ * 'S' inside a system call, else 'R' (running its own code). A signal
+ * interrupts a blocking call in one of two ways: a restartable one (futex,
+ * read, accept, nanosleep...) is rewound so that the saved pc points at the
+ * syscall instruction (0f 05) again; one that fails with EINTR (epoll_wait,
+ * poll...) returns -EINTR with the pc just past it. The bytes read are code
+ * the thread is about to run, so they are mapped; the ones before or after
+ * the pc are read only when on the same page. Async-signal-safe.
+ */
+static char interrupted_state(const ucontext_t *uc)
+{
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	long ax = (long)uc->uc_mcontext.gregs[REG_RAX];
+	const unsigned char *p = (const unsigned char *)pc;
+
+	if ((pc & 4095) != 4095 && p[0] == 0x0f && p[1] == 0x05)
+		return 'S';
+	if (ax == -EINTR && (pc & 4095) >= 2 && p[-2] == 0x0f && p[-1] == 0x05)
+		return 'S';
+	return 'R';
+}
+
+/*
  * Our signal arrived while this thread is still inside our handler: the
  * one below has published and is on its way out (often preempted right
  * after its futex wake, while the dumper already signals the next dump),
@@ -199,11 +223,16 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	if (handler_empty) {
 		s->nips = 0;
 		s->flags = 0;
+		s->name[0] = '\0';
+		s->state = '?';
 	} else {
 		/* The frame, not a local: ASan may keep locals elsewhere. */
 		take_stack(s, ctx, signo,
 			   (uintptr_t)__builtin_frame_address(0));
 		cpu_times(s);
+		s->state = interrupted_state(ctx);
+		if (syscall(SYS_prctl, PR_GET_NAME, s->name, 0, 0, 0) < 0)
+			s->name[0] = '\0';
 	}
 	atomic_store_explicit(&s->word, SLOT_WORD(cookie >> 8, SLOT_DONE),
 			      memory_order_release);

@@ -48,6 +48,8 @@ struct slot {
 	uint64_t captured_ns;
 	uint64_t utime_us; /* the thread's CPU time, from getrusage */
 	uint64_t stime_us;
+	char name[16]; /* the thread's name (comm), from prctl */
+	char state;    /* 'S' interrupted in a system call, else 'R' */
 	uint64_t ips[SW_MAX_FRAMES];
 };
 

@@ -146,17 +146,37 @@ NOT_TSAN static void close_leave(void)
 	gate_wake(atomic_fetch_sub(&sw_loader_gate.word, 1) - 1);
 }
 
-/* Our dl_iterate_phdr inside the handler: the snapshot, no lock. */
+/*
+ * Our dl_iterate_phdr inside the handler: the snapshot, no lock. libunwind
+ * asks once per frame for the module holding a pc, and most frames of a
+ * stack are in the module of the frame before: that one is offered first.
+ */
+static __thread size_t last_hit __attribute__((tls_model("initial-exec")));
+
 NOT_TSAN static int iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t,
 					       void *),
 				     void *data)
 {
-	int rc = 0;
+	size_t first = last_hit, n = sw_loader_gate.nsnap;
+	int rc;
 
-	for (size_t i = 0; i < sw_loader_gate.nsnap && rc == 0; i++)
+	if (first < n) {
+		rc = cb(&sw_loader_gate.snap[first],
+			sizeof(struct dl_phdr_info), data);
+		if (rc)
+			return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (i == first)
+			continue;
 		rc = cb(&sw_loader_gate.snap[i], sizeof(struct dl_phdr_info),
 			data);
-	return rc;
+		if (rc) {
+			last_hit = i;
+			return rc;
+		}
+	}
+	return 0;
 }
 
 /*
