@@ -146,9 +146,8 @@ static int cmp_index_by_tid(const void *a, const void *b, void *arg)
 	return (x > y) - (x < y);
 }
 
-/* The thread with tid in d through by_tid (indices sorted by tid). */
-static const struct sw_thread *find_tid(const struct sw_dump *d,
-					const size_t *by_tid, pid_t tid)
+/* The position of tid in by_tid (d's indices sorted by tid), or SIZE_MAX. */
+static size_t tid_pos(const struct sw_dump *d, const size_t *by_tid, pid_t tid)
 {
 	size_t lo = 0, hi = d->nthreads;
 
@@ -157,24 +156,62 @@ static const struct sw_thread *find_tid(const struct sw_dump *d,
 		pid_t m = d->threads[by_tid[mid]].tid;
 
 		if (m == tid)
-			return &d->threads[by_tid[mid]];
+			return mid;
 		if (m < tid)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return NULL;
+	return SIZE_MAX;
+}
+
+/* The thread with tid in d through by_tid (indices sorted by tid). */
+static const struct sw_thread *find_tid(const struct sw_dump *d,
+					const size_t *by_tid, pid_t tid)
+{
+	size_t k = tid_pos(d, by_tid, tid);
+
+	return k == SIZE_MAX ? NULL : &d->threads[by_tid[k]];
+}
+
+/*
+ * find_tid(), trying position *next first: two samples mostly list the
+ * same threads in the same order. The guess is taken only where the tid
+ * is unique there, so the answer is find_tid()'s. Sets *next past the
+ * thread found.
+ */
+static const struct sw_thread *find_tid_near(const struct sw_dump *d,
+					     const size_t *by_tid, pid_t tid,
+					     size_t *next)
+{
+	size_t k = *next, n = d->nthreads;
+
+	if (!(k < n && d->threads[by_tid[k]].tid == tid &&
+	      (k + 1 == n || d->threads[by_tid[k + 1]].tid != tid) &&
+	      (k == 0 || d->threads[by_tid[k - 1]].tid != tid)))
+		k = tid_pos(d, by_tid, tid);
+	if (k == SIZE_MAX)
+		return NULL;
+	*next = k + 1;
+	return &d->threads[by_tid[k]];
 }
 
 size_t *stacks_index_by_tid(const struct sw_dump *d)
 {
 	size_t *idx = malloc((d->nthreads ? d->nthreads : 1) * sizeof(*idx));
+	bool sorted = true;
 
 	if (!idx)
 		return NULL;
-	for (size_t i = 0; i < d->nthreads; i++)
+	for (size_t i = 0; i < d->nthreads; i++) {
 		idx[i] = i;
-	qsort_r(idx, d->nthreads, sizeof(*idx), cmp_index_by_tid, (void *)d);
+		sorted = sorted &&
+			 (!i || d->threads[i - 1].tid < d->threads[i].tid);
+	}
+	/* The collector lists /proc in tid order: usually sorted already. */
+	if (!sorted)
+		qsort_r(idx, d->nthreads, sizeof(*idx), cmp_index_by_tid,
+			(void *)d);
 	return idx;
 }
 
@@ -201,6 +238,35 @@ bool stacks_same_thread_stack(const struct sw_dump *da,
 	return group_same_stack(da, ra, db, rb);
 }
 
+/* The last comparison of a group of d with one of the sample before. */
+struct group_memo {
+	int prev_group; /* + 1; 0: none yet */
+	bool same;
+};
+
+/*
+ * stacks_same_thread_stack(pd, p, d, t), remembering per group of d the
+ * answer for the last group of pd it was compared with: threads of one
+ * group were mostly in one group before too, so a dump of a thousand
+ * threads compares a few stacks, not a thousand. memo (d->ngroups
+ * entries) may be NULL.
+ */
+static bool same_stack_memo(const struct sw_dump *pd, const struct sw_thread *p,
+			    const struct sw_dump *d, const struct sw_thread *t,
+			    struct group_memo *memo)
+{
+	struct group_memo *m;
+
+	if (!memo || !stack_of(pd, p) || !stack_of(d, t))
+		return stacks_same_thread_stack(pd, p, d, t);
+	m = &memo[t->group];
+	if (m->prev_group != p->group + 1) {
+		m->prev_group = p->group + 1;
+		m->same = stacks_same_thread_stack(pd, p, d, t);
+	}
+	return m->same;
+}
+
 /*
  * Sets unchanged_s of every thread of d (taken at now) from prev, the
  * sample before it (or none): the same stack as in prev adds the time in
@@ -210,18 +276,22 @@ static void apply_history(struct sw_dump *d, uint64_t now,
 			  const struct sdump *prev)
 {
 	size_t *idx = prev ? stacks_index_by_tid(prev->d) : NULL;
+	struct group_memo *memo =
+		idx ? calloc(d->ngroups ? d->ngroups : 1, sizeof(*memo)) : NULL;
+	size_t next = 0;
 
 	for (size_t i = 0; i < d->nthreads; i++) {
 		struct sw_thread *t = &d->threads[i];
 		const struct sw_thread *p =
-			idx ? find_tid(prev->d, idx, t->tid) : NULL;
+			idx ? find_tid_near(prev->d, idx, t->tid, &next) : NULL;
 
 		t->unchanged_s = 0;
 		if (p && p->unchanged_s >= 0 &&
-		    stacks_same_thread_stack(prev->d, p, d, t))
+		    same_stack_memo(prev->d, p, d, t, memo))
 			t->unchanged_s = p->unchanged_s +
 					 (double)(now - prev->mono_ns) / 1e9;
 	}
+	free(memo);
 	free(idx);
 }
 

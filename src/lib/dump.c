@@ -7,6 +7,21 @@
 
 #include "dump.h"
 
+#define DUMP_CHUNK_MIN 16384	  /* bytes of the first block of memory */
+#define DUMP_CHUNK_MAX (1u << 20) /* blocks double up to this size */
+#define DUMP_ALIGN 16		  /* alignment of dump_alloc() */
+
+/*
+ * A block of the dump's memory (dump_alloc()); the dump keeps a list of
+ * them, the one being filled first.
+ */
+struct dump_chunk {
+	struct dump_chunk *next;
+	size_t used;
+	size_t size;
+	_Alignas(DUMP_ALIGN) char data[];
+};
+
 static const char *const status_names[SW_ST_COUNT] = {
 	[SW_ST_OK] = "ok",	     [SW_ST_TIMEOUT] = "timeout",
 	[SW_ST_EXITED] = "exited",   [SW_ST_BLOCKED] = "blocked-signal",
@@ -27,13 +42,90 @@ struct sw_dump *dump_new(void)
 
 void dump_thread_release_frames(struct sw_thread *t)
 {
-	for (size_t i = 0; i < t->nframes; i++) {
-		free(t->frames[i].function);
-		free(t->frames[i].file);
-	}
-	free(t->frames);
 	t->frames = NULL;
 	t->nframes = 0;
+}
+
+/*
+ * Allocates a block for at least n bytes into the list *head. Blocks
+ * double from DUMP_CHUNK_MIN to DUMP_CHUNK_MAX; a request larger than
+ * that gets a block of its own, linked behind the head so that the head's
+ * free room stays in use.
+ */
+static struct dump_chunk *chunk_new(struct dump_chunk **head, size_t n)
+{
+	size_t size = *head ? 2 * (*head)->size : DUMP_CHUNK_MIN;
+	struct dump_chunk *c;
+
+	if (size > DUMP_CHUNK_MAX)
+		size = DUMP_CHUNK_MAX;
+	if (n > size)
+		size = n;
+	c = malloc(sizeof(*c) + size);
+	if (!c)
+		return NULL;
+	c->used = 0;
+	c->size = size;
+	if (size > DUMP_CHUNK_MAX && *head) {
+		c->next = (*head)->next;
+		(*head)->next = c;
+	} else {
+		c->next = *head;
+		*head = c;
+	}
+	return c;
+}
+
+/* n bytes from the list *head, aligned to align (a power of two). */
+static void *mem_alloc(struct dump_chunk **head, size_t n, size_t align)
+{
+	struct dump_chunk *c = *head;
+	size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0;
+
+	if (n > SIZE_MAX - DUMP_ALIGN - sizeof(*c))
+		return NULL;
+	if (!c || at > c->size || c->size - at < n) {
+		c = chunk_new(head, n);
+		if (!c)
+			return NULL;
+		at = c->used;
+	}
+	c->used = at + n;
+	return c->data + at;
+}
+
+static const char *mem_strdup(struct dump_chunk **head, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *p = mem_alloc(head, n, 1);
+
+	return p ? memcpy(p, s, n) : NULL;
+}
+
+static void mem_free(struct dump_chunk *c)
+{
+	struct dump_chunk *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+}
+
+void *dump_alloc(struct sw_dump *d, size_t size)
+{
+	return mem_alloc(&d->mem, size, DUMP_ALIGN);
+}
+
+const char *dump_strdup(struct sw_dump *d, const char *s)
+{
+	return mem_strdup(&d->mem, s);
+}
+
+void dump_release_mem(struct sw_dump *d)
+{
+	mem_free(d->mem);
+	d->mem = NULL;
 }
 
 void dump_release_groups(struct sw_dump *d)
@@ -126,19 +218,58 @@ fail:
 	return -ENOMEM;
 }
 
+/*
+ * A copy of t's frames and their strings in the list *mem. NULL on out of
+ * memory.
+ */
+static struct sw_frame *copy_frames(struct dump_chunk **mem,
+				    const struct sw_thread *t)
+{
+	struct sw_frame *f =
+		mem_alloc(mem, t->nframes * sizeof(*f), DUMP_ALIGN);
+
+	if (!f)
+		return NULL;
+	memcpy(f, t->frames, t->nframes * sizeof(*f));
+	for (size_t i = 0; i < t->nframes; i++) {
+		if (f[i].function &&
+		    !(f[i].function = mem_strdup(mem, f[i].function)))
+			return NULL;
+		if (f[i].file && !(f[i].file = mem_strdup(mem, f[i].file)))
+			return NULL;
+	}
+	return f;
+}
+
 void dump_compact(struct sw_dump *d)
 {
-	bool *keep = calloc(d->nthreads ? d->nthreads : 1, sizeof(*keep));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	struct sw_frame **kept = calloc(d->nthreads ? d->nthreads : 1,
+					sizeof(struct sw_frame *));
+	struct dump_chunk *mem = NULL;
 
-	if (!keep)
+	if (!kept)
 		return; /* keeping everything is correct, only larger */
-	for (size_t g = 0; g < d->ngroups; g++)
-		if (d->groups[g].rep < d->nthreads)
-			keep[d->groups[g].rep] = true;
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (!keep[i])
-			dump_thread_release_frames(&d->threads[i]);
-	free(keep);
+	for (size_t g = 0; g < d->ngroups; g++) {
+		size_t rep = d->groups[g].rep;
+
+		if (rep >= d->nthreads || kept[rep] || !d->threads[rep].nframes)
+			continue;
+		kept[rep] = copy_frames(&mem, &d->threads[rep]);
+		if (!kept[rep])
+			goto out_free;
+	}
+	for (size_t i = 0; i < d->nthreads; i++) {
+		d->threads[i].frames = kept[i];
+		if (!kept[i])
+			d->threads[i].nframes = 0;
+	}
+	dump_release_mem(d);
+	d->mem = mem;
+	mem = NULL;
+out_free:
+	mem_free(mem);
+	free(kept);
 }
 
 void sw_dump_free(struct sw_dump *d)
@@ -158,6 +289,7 @@ void sw_dump_free(struct sw_dump *d)
 	for (size_t i = 0; i < d->ngroups; i++)
 		free(d->groups[i].tids);
 	free(d->groups);
+	dump_release_mem(d);
 	free(d->cmdline);
 	free(d);
 }

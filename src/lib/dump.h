@@ -42,15 +42,19 @@ enum sw_status {
 #define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
 #define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
 
-/* One symbolized frame. Strings are owned by the thread's frame array. */
+/*
+ * One symbolized frame. Its strings belong to the dump (dump_strdup()) or
+ * are literals, so frames are copied with memcpy and threads with the same
+ * stack share one copy of each name.
+ */
 struct sw_frame {
 	uint64_t ip;
-	int module;	 /* index into dump->modules, -1 when unknown */
-	uint64_t offset; /* ip - module bias; ip when module is -1 */
-	char *function;	 /* demangled, NULL when unknown */
-	char *file;	 /* absolute source path, NULL when unknown */
-	int line;	 /* 0 when unknown */
-	bool inlined;	 /* inlined into the next frame */
+	int module;	      /* index into dump->modules, -1 when unknown */
+	uint64_t offset;      /* ip - module bias; ip when module is -1 */
+	const char *function; /* demangled, NULL when unknown */
+	const char *file;     /* absolute source path, NULL when unknown */
+	int line;	      /* 0 when unknown */
+	bool inlined;	      /* inlined into the next frame */
 };
 
 struct sw_thread {
@@ -66,8 +70,12 @@ struct sw_thread {
 	size_t nips;
 	uint64_t *ips; /* raw, innermost first; owned */
 	size_t nframes;
-	struct sw_frame *frames; /* after symbolization; owned */
-	int group;		 /* index into dump->groups, -1 for none */
+	/*
+	 * After symbolization: in the dump's memory (dump_alloc()), shared
+	 * by threads that stopped at the same ips, never changed once filled.
+	 */
+	struct sw_frame *frames;
+	int group;	    /* index into dump->groups, -1 for none */
 	double unchanged_s; /* seconds the stack stayed the same; < 0: n/a */
 };
 
@@ -86,6 +94,8 @@ struct sw_group {
 	size_t rep;  /* index of the thread whose frames stand for the group */
 };
 
+struct dump_chunk; /* the memory of dump_alloc() */
+
 struct sw_dump {
 	pid_t pid;
 	char comm[SW_COMM_MAX];
@@ -101,6 +111,7 @@ struct sw_dump {
 	struct sw_module *modules;
 	size_t ngroups;
 	struct sw_group *groups;
+	struct dump_chunk *mem; /* frames and their strings; owned */
 };
 
 /* "ok", "timeout", "exited", "blocked-signal", "skipped", "error". */
@@ -109,8 +120,29 @@ const char *dump_status_name(enum sw_status st);
 /* Allocates an empty dump (calloc). NULL when out of memory. */
 struct sw_dump *dump_new(void);
 
-/* Frees the symbolized frames of t (not its ips). Accepts NULL arrays. */
+/*
+ * Detaches the symbolized frames of t (not its ips). Their memory is the
+ * dump's: it is freed with the dump, by dump_release_mem() or by
+ * dump_compact().
+ */
 void dump_thread_release_frames(struct sw_thread *t);
+
+/*
+ * Memory for d's frames (size bytes, aligned for any type) that lives as
+ * long as d, or until dump_release_mem() or dump_compact(). Allocations
+ * are packed into large blocks, so the frames of a thousand threads cost
+ * a few calls to malloc, not thousands. NULL on out of memory.
+ */
+void *dump_alloc(struct sw_dump *d, size_t size);
+
+/* A copy of s in d's memory, as dump_alloc(). NULL on out of memory. */
+const char *dump_strdup(struct sw_dump *d, const char *s);
+
+/*
+ * Frees the memory of dump_alloc() and dump_strdup(); every thread's
+ * frames must have been released first.
+ */
+void dump_release_mem(struct sw_dump *d);
 
 /* Frees the groups of d and marks every thread ungrouped. */
 void dump_release_groups(struct sw_dump *d);
@@ -126,9 +158,11 @@ int dump_find_module(const struct sw_dump *d, uint64_t ip);
 int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out);
 
 /*
- * Frees the frames of every thread that does not stand for its group:
+ * Drops the frames of every thread that does not stand for its group:
  * the renderers, the grouper's comparisons and the history need only the
- * group's representative. Keeps ips.
+ * group's representative. The representatives' frames and strings move to
+ * fresh memory of their size and the rest is freed (on out of memory
+ * everything is kept, which is correct, only larger). Keeps ips.
  */
 void dump_compact(struct sw_dump *d);
 

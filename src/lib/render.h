@@ -13,7 +13,11 @@
 /*
  * Builds the JSON object of one process. On success *out is a cJSON tree
  * the caller frees with cJSON_Delete() (the daemon puts several into one
- * {"processes": [...]} document). Returns 0 or -ENOMEM.
+ * {"processes": [...]} document). Integers in it are raw items, and a
+ * group's "tids" one raw array: the tree is made for
+ * cJSON_PrintUnformatted(), with which it prints exactly as numbers would
+ * (cJSON_Print() differs only in the spacing inside "tids"). Returns 0 or
+ * -ENOMEM.
  */
 int render_json(const struct sw_dump *d, cJSON **out);
 

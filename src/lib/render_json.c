@@ -7,6 +7,16 @@
  * info (functions, files) may hold any bytes; cJSON escapes control
  * characters but passes other bytes through, so invalid UTF-8 is replaced
  * with '?' first and the document is always valid JSON.
+ *
+ * A dump of a thousand threads makes a tree of some ten thousand items,
+ * so the tree is built to be cheap to make, print and free: keys are the
+ * literals of this file, kept by reference (cJSON_AddItemToObjectCS);
+ * fixed strings such as a status are referenced, not copied; and integers
+ * are raw items this file formats itself, the very text cJSON would print
+ * for them (cJSON prints every number through "%1.15g" and reads it back
+ * with sscanf to check it). Numbers outside the range where that text is
+ * plain digits go through cJSON_CreateNumber as before. A group's "tids"
+ * is one raw array of such integers, in cJSON's unformatted layout.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +26,15 @@
 #include <time.h>
 
 #include "render.h"
+
+/*
+ * Integers below this print as plain digits in cJSON ("%d", or "%1.15g"
+ * of an integral double with fewer than 16 digits); from 1e15 on "%1.15g"
+ * switches to an exponent.
+ */
+#define JSON_PLAIN_MAX 1000000000000000LL
+/* unchanged_s in milliseconds below this has at most 12 digits. */
+#define JSON_MS_MAX 1e12
 
 /* Length of the valid UTF-8 sequence at s, or 0 when it is not one. */
 static size_t utf8_seq(const unsigned char *s)
@@ -45,6 +64,157 @@ static size_t utf8_seq(const unsigned char *s)
 }
 
 /*
+ * Adds item (NULL: out of memory) to o under key, a string literal that
+ * the tree refers to instead of copying. Returns item, or NULL with item
+ * freed.
+ */
+static cJSON *add_item(cJSON *o, const char *key, cJSON *item)
+{
+	if (!item)
+		return NULL;
+	if (!cJSON_AddItemToObjectCS(o, key, item)) {
+		cJSON_Delete(item);
+		return NULL;
+	}
+	return item;
+}
+
+/* Writes v in decimal ending just before end; returns where it starts. */
+static char *fmt_u64(char *end, uint64_t v)
+{
+	*--end = '\0';
+	do
+		*--end = (char)('0' + v % 10);
+	while (v /= 10);
+	return end;
+}
+
+/*
+ * A number item for v, printed exactly as cJSON_CreateNumber((double)v)
+ * would print: pre-formatted digits where those are what cJSON writes,
+ * else a cJSON number. NULL on out of memory.
+ */
+static cJSON *int_item(int64_t v)
+{
+	char s[24], *p;
+
+	if (v <= -JSON_PLAIN_MAX || v >= JSON_PLAIN_MAX)
+		return cJSON_CreateNumber((double)v);
+	p = fmt_u64(s + sizeof(s), v < 0 ? (uint64_t)-v : (uint64_t)v);
+	if (v < 0)
+		*--p = '-';
+	return cJSON_CreateRaw(p);
+}
+
+/* int_item() for an unsigned value. */
+static cJSON *uint_item(uint64_t v)
+{
+	char s[24];
+
+	if (v >= (uint64_t)JSON_PLAIN_MAX)
+		return cJSON_CreateNumber((double)v);
+	return cJSON_CreateRaw(fmt_u64(s + sizeof(s), v));
+}
+
+/*
+ * The item of a duration in seconds rounded to milliseconds (s >= 0), as
+ * cJSON prints the double k / 1000 for k = s * 1000 rounded: k has at most
+ * 12 digits here, so "%1.15g" gives back exactly the decimal k / 1000,
+ * without trailing zeros (DBL_DIG is 15). NULL on out of memory.
+ */
+static cJSON *ms_item(double s)
+{
+	double x = s * 1000 + 0.5;
+	char buf[32], *p;
+	long long k;
+	int frac, n;
+
+	if (!(x < JSON_MS_MAX))
+		return cJSON_CreateNumber((double)(long long)x / 1000);
+	k = (long long)x;
+	frac = (int)(k % 1000);
+	p = fmt_u64(buf + sizeof(buf) - 4, (uint64_t)(k / 1000));
+	if (frac) {
+		char *q = buf + sizeof(buf) - 5;
+
+		*q++ = '.';
+		n = frac % 10 ? 3 : frac % 100 ? 2 : 1;
+		for (int i = 0, div = 100; i < n; i++, div /= 10)
+			*q++ = (char)('0' + frac / div % 10);
+		*q = '\0';
+	}
+	return cJSON_CreateRaw(p);
+}
+
+/* Adds a number under key, as int_item(). NULL on out of memory. */
+static cJSON *add_int(cJSON *o, const char *key, int64_t v)
+{
+	return add_item(o, key, int_item(v));
+}
+
+static cJSON *add_uint(cJSON *o, const char *key, uint64_t v)
+{
+	return add_item(o, key, uint_item(v));
+}
+
+/* Adds a string that outlives the tree (a literal) without a copy. */
+static cJSON *add_const_str(cJSON *o, const char *key, const char *s)
+{
+	return add_item(o, key, cJSON_CreateStringReference(s));
+}
+
+/* A thread's state as a string item: "?" unless printable ASCII. */
+static cJSON *state_item(char c)
+{
+	static const char *const known[] = { "R", "S", "D", "T", "t", "Z",
+					     "X", "x", "K", "W", "P", "I" };
+	char s[2] = { '?', '\0' };
+
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (c == known[i][0])
+			return cJSON_CreateStringReference(known[i]);
+	if (c > 0x20 && c < 0x7f)
+		s[0] = c;
+	return cJSON_CreateString(s);
+}
+
+/*
+ * The array of n tids as one raw item, "[1,2,3]" as cJSON prints an array
+ * of those numbers unformatted. NULL on out of memory.
+ */
+static cJSON *tids_item(const pid_t *tids, size_t n)
+{
+	char num[24], *buf, *p;
+	cJSON *item;
+
+	/* "-2147483648," is the longest element. */
+	if (n > (SIZE_MAX - 3) / 12)
+		return NULL;
+	buf = malloc(n * 12 + 3);
+	if (!buf)
+		return NULL;
+	p = buf;
+	*p++ = '[';
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v =
+			tids[i] < 0 ? -(uint64_t)tids[i] : (uint64_t)tids[i];
+		char *q = fmt_u64(num + sizeof(num), v);
+
+		if (i)
+			*p++ = ',';
+		if (tids[i] < 0)
+			*p++ = '-';
+		while (*q)
+			*p++ = *q++;
+	}
+	*p++ = ']';
+	*p = '\0';
+	item = cJSON_CreateRaw(buf);
+	free(buf);
+	return item;
+}
+
+/*
  * Adds s (NULL: "") under key as a string, with invalid UTF-8 bytes
  * replaced by '?'. Returns the new item, or NULL on out of memory.
  */
@@ -59,7 +229,7 @@ static cJSON *add_str(cJSON *o, const char *key, const char *s)
 		if (!(n = utf8_seq(p + i)))
 			break;
 	if (!p[i])
-		return cJSON_AddStringToObject(o, key, (const char *)p);
+		return add_item(o, key, cJSON_CreateString((const char *)p));
 	copy = strdup((const char *)p);
 	if (!copy)
 		return NULL;
@@ -70,7 +240,7 @@ static cJSON *add_str(cJSON *o, const char *key, const char *s)
 			n = 1;
 		}
 	}
-	item = cJSON_AddStringToObject(o, key, copy);
+	item = add_item(o, key, cJSON_CreateString(copy));
 	free(copy);
 	return item;
 }
@@ -81,7 +251,7 @@ static cJSON *add_hex(cJSON *o, const char *key, uint64_t v)
 	char s[24];
 
 	(void)snprintf(s, sizeof(s), "0x%" PRIx64, v);
-	return cJSON_AddStringToObject(o, key, s);
+	return add_item(o, key, cJSON_CreateString(s));
 }
 
 /* One frame: ip, module, offset, [function, file, line,] inlined. */
@@ -96,15 +266,15 @@ static cJSON *frame_json(const struct sw_dump *d, const struct sw_frame *f)
 	if (f->module >= 0 && (size_t)f->module < d->nmodules)
 		ok = ok && add_str(o, "module", d->modules[f->module].path);
 	else
-		ok = ok && cJSON_AddNullToObject(o, "module");
+		ok = ok && add_item(o, "module", cJSON_CreateNull());
 	ok = ok && add_hex(o, "offset", f->offset);
 	if (f->function)
 		ok = ok && add_str(o, "function", f->function);
 	if (f->file)
 		ok = ok && add_str(o, "file", f->file);
 	if (f->file && f->line > 0)
-		ok = ok && cJSON_AddNumberToObject(o, "line", f->line);
-	ok = ok && cJSON_AddBoolToObject(o, "inlined", f->inlined);
+		ok = ok && add_int(o, "line", f->line);
+	ok = ok && add_item(o, "inlined", cJSON_CreateBool(f->inlined));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
@@ -156,35 +326,28 @@ static const char *default_reason(const struct sw_dump *d,
 static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t)
 {
 	cJSON *o = cJSON_CreateObject();
-	char state[2] = { '?', '\0' }, reason[64];
+	char reason[64];
 	bool ok;
 
 	if (!o)
 		return NULL;
-	if (t->state > 0x20 && t->state < 0x7f)
-		state[0] = t->state;
-	ok = cJSON_AddNumberToObject(o, "tid", t->tid) &&
-	     add_str(o, "name", t->name) &&
-	     cJSON_AddStringToObject(o, "state", state) &&
-	     cJSON_AddNumberToObject(o, "utime_ms", (double)t->utime_ms) &&
-	     cJSON_AddNumberToObject(o, "stime_ms", (double)t->stime_ms) &&
-	     cJSON_AddStringToObject(o, "status", dump_status_name(t->status));
+	ok = add_int(o, "tid", t->tid) && add_str(o, "name", t->name) &&
+	     add_item(o, "state", state_item(t->state)) &&
+	     add_uint(o, "utime_ms", t->utime_ms) &&
+	     add_uint(o, "stime_ms", t->stime_ms) &&
+	     add_const_str(o, "status", dump_status_name(t->status));
 	if (t->status != SW_ST_OK)
 		ok = ok && add_str(o, "error",
 				   t->error ? t->error
 					    : default_reason(d, t, reason,
 							     sizeof(reason)));
 	if (t->status == SW_ST_OK && t->group >= 0)
-		ok = ok && cJSON_AddNumberToObject(o, "group", t->group);
+		ok = ok && add_int(o, "group", t->group);
 	else
-		ok = ok && cJSON_AddNullToObject(o, "group");
+		ok = ok && add_item(o, "group", cJSON_CreateNull());
 	/* Milliseconds are all the samples can tell. */
 	if (t->unchanged_s >= 0)
-		ok = ok &&
-		     cJSON_AddNumberToObject(
-			     o, "unchanged_s",
-			     (double)(long long)(t->unchanged_s * 1000 + 0.5) /
-				     1000);
+		ok = ok && add_item(o, "unchanged_s", ms_item(t->unchanged_s));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
@@ -196,32 +359,19 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t)
 static cJSON *group_json(const struct sw_dump *d, size_t gi)
 {
 	const struct sw_group *g = &d->groups[gi];
-	cJSON *o = cJSON_CreateObject(), *tids, *frames = NULL;
+	cJSON *o = cJSON_CreateObject(), *frames = NULL;
 
 	if (!o)
 		return NULL;
-	if (!cJSON_AddNumberToObject(o, "id", (double)gi) ||
-	    !cJSON_AddNumberToObject(o, "count", (double)g->count))
+	if (!add_uint(o, "id", gi) || !add_uint(o, "count", g->count) ||
+	    !add_item(o, "tids", tids_item(g->tids, g->count)))
 		goto out_delete;
-	tids = cJSON_AddArrayToObject(o, "tids");
-	if (!tids)
-		goto out_delete;
-	for (size_t i = 0; i < g->count; i++) {
-		cJSON *n = cJSON_CreateNumber(g->tids[i]);
-
-		if (!n || !cJSON_AddItemToArray(tids, n)) {
-			cJSON_Delete(n);
-			goto out_delete;
-		}
-	}
 	if (g->rep < d->nthreads)
 		frames = render_json_frames(d, &d->threads[g->rep]);
 	else
 		frames = cJSON_CreateArray();
-	if (!frames || !cJSON_AddItemToObject(o, "frames", frames)) {
-		cJSON_Delete(frames);
+	if (!add_item(o, "frames", frames))
 		goto out_delete;
-	}
 	return o;
 
 out_delete:
@@ -254,17 +404,14 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	for (size_t i = 0; i < d->nthreads; i++)
 		nok += d->threads[i].status == SW_ST_OK;
 	render_iso_time(&d->collected_at, when, sizeof(when));
-	return cJSON_AddNumberToObject(o, "pid", d->pid) &&
-	       add_str(o, "comm", d->comm) &&
+	return add_int(o, "pid", d->pid) && add_str(o, "comm", d->comm) &&
 	       add_str(o, "cmdline", d->cmdline) &&
-	       cJSON_AddStringToObject(o, "collected_at", when) &&
-	       cJSON_AddNumberToObject(o, "elapsed_us",
-				       (double)d->elapsed_us) &&
-	       cJSON_AddNumberToObject(o, "skew_us", (double)d->skew_us) &&
-	       cJSON_AddNumberToObject(o, "timeout_ms", d->timeout_ms) &&
-	       cJSON_AddNumberToObject(o, "threads_total",
-				       (double)d->nthreads) &&
-	       cJSON_AddNumberToObject(o, "threads_ok", (double)nok);
+	       add_item(o, "collected_at", cJSON_CreateString(when)) &&
+	       add_uint(o, "elapsed_us", d->elapsed_us) &&
+	       add_uint(o, "skew_us", d->skew_us) &&
+	       add_int(o, "timeout_ms", d->timeout_ms) &&
+	       add_uint(o, "threads_total", d->nthreads) &&
+	       add_uint(o, "threads_ok", nok);
 }
 
 /*
@@ -277,7 +424,7 @@ int render_json(const struct sw_dump *d, cJSON **out)
 	*out = NULL;
 	if (!o || !add_header(o, d))
 		goto out_delete;
-	threads = cJSON_AddArrayToObject(o, "threads");
+	threads = add_item(o, "threads", cJSON_CreateArray());
 	if (!threads)
 		goto out_delete;
 	for (size_t i = 0; i < d->nthreads; i++) {
@@ -288,7 +435,7 @@ int render_json(const struct sw_dump *d, cJSON **out)
 			goto out_delete;
 		}
 	}
-	groups = cJSON_AddArrayToObject(o, "groups");
+	groups = add_item(o, "groups", cJSON_CreateArray());
 	if (!groups)
 		goto out_delete;
 	for (size_t i = 0; i < d->ngroups; i++) {

@@ -13,6 +13,13 @@
  * cannot SIGBUS the daemon. Modules that fail to open are remembered and
  * retried only after SYM_RETRY_NS.
  *
+ * Frames and their strings live in the dump's memory (dump_alloc()).
+ * Within one dump each distinct ip is expanded once (its strings copied
+ * into the dump once) and its frames copied wherever it occurs, and threads
+ * with the very same ips share one frame array: a thousand threads in a
+ * few stacks cost a few dozen string copies and a few blocks of memory,
+ * not tens of thousands of allocations.
+ *
  * A lookup (symrec.c, with the symbol index of symtab.c) gives a record of
  * the frames one address expands to. Records are cached per (session id,
  * looked-up offset) in an open addressing hash table; the cache is
@@ -539,7 +546,7 @@ static int range_find(const struct modrange *r, size_t n, uint64_t ip)
 	return r[lo - 1].idx;
 }
 
-/* A growable frame array for one thread; owns the strings it holds. */
+/* A growable array of frames. */
 struct fvec {
 	struct sw_frame *f;
 	size_t n;
@@ -565,49 +572,98 @@ static int fvec_reserve(struct fvec *v, size_t k)
 	return 0;
 }
 
-/* Appends one frame with copies of function and file. 0 or -ENOMEM. */
+/*
+ * Appends one frame. Its strings are not copied: they must be the dump's
+ * (dump_strdup()) or literals. 0 or -ENOMEM.
+ */
 static int fvec_push(struct fvec *v, uint64_t ip, int module, uint64_t offset,
 		     const char *function, const char *file, int line,
 		     bool inlined)
 {
-	struct sw_frame *f;
-
 	if (fvec_reserve(v, 1))
 		return -ENOMEM;
-	f = &v->f[v->n];
-	memset(f, 0, sizeof(*f));
-	f->ip = ip;
-	f->module = module;
-	f->offset = offset;
-	f->line = line;
-	f->inlined = inlined;
-	if (function && !(f->function = strdup(function)))
-		return -ENOMEM;
-	if (file && !(f->file = strdup(file))) {
-		free(f->function);
-		return -ENOMEM;
-	}
-	v->n++;
+	v->f[v->n++] = (struct sw_frame){
+		.ip = ip,
+		.module = module,
+		.offset = offset,
+		.function = function,
+		.file = file,
+		.line = line,
+		.inlined = inlined,
+	};
 	return 0;
 }
+
+/* Appends n frames copied from f (not NULL unless n is 0). 0 or -ENOMEM. */
+static int fvec_append(struct fvec *v, const struct sw_frame *f, size_t n)
+{
+	if (!n)
+		return 0;
+	if (fvec_reserve(v, n))
+		return -ENOMEM;
+	/* NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker): n > 0 */
+	memcpy(v->f + v->n, f, n * sizeof(*f));
+	v->n += n;
+	return 0;
+}
+
+/*
+ * Within one dump an ip always expands to the same frames, so each ip is
+ * worked out once, its frames kept in symctx.runs (with strings copied into
+ * the dump once), and every later thread copies them. This is the frames
+ * runs[start, start + n) of one ip.
+ */
+struct ipmemo {
+	uint64_t ip;
+	uint32_t start;
+	uint32_t n;
+	bool exact;	/* ip was looked up as is, not as ip - 1 */
+	bool used;	/* false: an empty slot */
+	bool looked_up; /* from a symbol lookup: each reuse is a cache hit */
+};
+
+#define MEMO_MIN_SLOTS 256u	  /* power of two */
+#define MEMO_MAX_SLOTS (1u << 17) /* then ips are no longer memoized */
+
+/*
+ * A thread whose frames later threads with the same ips (and flags) share:
+ * most threads of a big process wait in a handful of places.
+ */
+struct tslot {
+	uint64_t hash;
+	size_t thread;	  /* its index + 1; 0 marks an empty slot */
+	uint32_t lookups; /* how many of its ips were looked up */
+};
+
+/* The flags that change what a thread's ips symbolize to. */
+#define SAME_IPS_FLAGS (SW_TF_FIRST_EXACT | SW_TF_IN_LOADER | SW_TF_LOW_STACK)
 
 /* Per-dump state of sym_dump(). */
 struct symctx {
 	struct sym *s;
-	const struct sw_dump *d;
+	struct sw_dump *d;
 	bool symbols;
 	struct modrange *ranges; /* sorted by start */
 	size_t nranges;
 	struct symmod **mods; /* per dump module, resolved on first use */
+	struct fvec runs;     /* the frames of the memoized ips */
+	struct ipmemo *memo;  /* open addressing, load at most 1/2 */
+	size_t nmemo;	      /* slots: 0 or a power of two */
+	size_t nused;
+	struct tslot *tslots; /* NULL: no memory, nothing is shared */
+	size_t ntslots;	      /* at least twice the threads; a power of two */
+	struct fvec scratch;  /* one thread's frames while they are built */
 };
 
 /*
  * Appends the frames of one ip: those of its cached record (looked up and
  * cached on a miss) or, when the module is unknown or unreadable or
- * symbols are off, one frame with module and offset only. Returns 0 or
- * -ENOMEM.
+ * symbols are off, one frame with module and offset only. The record's
+ * strings are copied into the dump. *looked_up tells whether symbols were
+ * looked up (in the cache or libdwfl). Returns 0 or -ENOMEM.
  */
-static int add_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact)
+static int expand_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
+		     bool *looked_up)
 {
 	struct sym *s = c->s;
 	struct symmod *sm;
@@ -615,6 +671,7 @@ static int add_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact)
 	uint64_t off, addr;
 	int mi, rc;
 
+	*looked_up = false;
 	mi = range_find(c->ranges, c->nranges, ip);
 	if (mi < 0)
 		return fvec_push(v, ip, -1, ip, NULL, NULL, 0, false);
@@ -632,6 +689,7 @@ static int add_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact)
 		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
 	/* A return address points after the call: look the call up. */
 	addr = exact ? off : off - 1;
+	*looked_up = true;
 	rec = cache_get(s, sm->id, addr);
 	if (rec) {
 		s->hits++;
@@ -650,46 +708,238 @@ static int add_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact)
 	rc = fvec_reserve(v, rec->n);
 	for (uint32_t i = 0; !rc && i < rec->n; i++) {
 		const struct symfr *f = &rec->fr[i];
+		const char *function = NULL, *file = NULL;
 
-		rc = fvec_push(v, ip, mi, off, f->function, f->file, f->line,
+		if (f->function && !(function = dump_strdup(c->d, f->function)))
+			return -ENOMEM;
+		if (f->file && !(file = dump_strdup(c->d, f->file)))
+			return -ENOMEM;
+		rc = fvec_push(v, ip, mi, off, function, file, f->line,
 			       f->inlined);
 	}
 	return rc;
 }
 
-/* Fills t's frames from its ips. 0 or -ENOMEM (then t has no frames). */
-static int thread_frames(struct symctx *c, struct sw_thread *t)
+static size_t memo_first(uint64_t ip, bool exact, size_t nslots)
 {
-	struct fvec v = { 0 };
+	return (size_t)mix64(ip ^ exact) & (nslots - 1);
+}
+
+/* Rehashes the memo into nslots (a power of two). 0 or -ENOMEM. */
+static int memo_resize(struct symctx *c, size_t nslots)
+{
+	struct ipmemo *t = calloc(nslots, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nmemo; i++) {
+		const struct ipmemo *e = &c->memo[i];
+		size_t j;
+
+		if (!e->used)
+			continue;
+		j = memo_first(e->ip, e->exact, nslots);
+		while (t[j].used)
+			j = (j + 1) & (nslots - 1);
+		t[j] = *e;
+	}
+	free(c->memo);
+	c->memo = t;
+	c->nmemo = nslots;
+	return 0;
+}
+
+/* The slot of (ip, exact) in the memo, or NULL when there is none. */
+static struct ipmemo *memo_probe(const struct symctx *c, uint64_t ip,
+				 bool exact)
+{
+	size_t i;
+
+	if (!c->nmemo)
+		return NULL;
+	for (i = memo_first(ip, exact, c->nmemo);;
+	     i = (i + 1) & (c->nmemo - 1)) {
+		struct ipmemo *e = &c->memo[i];
+
+		if (!e->used || (e->ip == ip && e->exact == exact))
+			return e;
+	}
+}
+
+/*
+ * The memo entry of (ip, exact): a used one when the ip was seen before,
+ * an empty slot to fill, or NULL when the memo is full (or could not
+ * grow): then the ip is worked out without it.
+ */
+static struct ipmemo *memo_slot(struct symctx *c, uint64_t ip, bool exact)
+{
+	struct ipmemo *e = memo_probe(c, ip, exact);
+
+	if (e && (e->used || 2 * (c->nused + 1) <= c->nmemo))
+		return e;
+	if (c->nmemo >= MEMO_MAX_SLOTS ||
+	    memo_resize(c, c->nmemo ? 2 * c->nmemo : MEMO_MIN_SLOTS))
+		return NULL;
+	return memo_probe(c, ip, exact);
+}
+
+/*
+ * Appends the frames of one ip, from the memo when it can, and counts in
+ * *lookups whether symbols were looked up for it. 0 or -ENOMEM.
+ */
+static int add_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
+		  uint32_t *lookups)
+{
+	struct ipmemo *e = memo_slot(c, ip, exact);
+	size_t start = c->runs.n;
+	bool looked_up;
+	int rc;
+
+	if (!e) {
+		rc = expand_ip(c, v, ip, exact, &looked_up);
+		*lookups += looked_up;
+		return rc;
+	}
+	if (e->used) {
+		if (e->looked_up)
+			c->s->hits++;
+		*lookups += e->looked_up;
+		return fvec_append(v, c->runs.f + e->start, e->n);
+	}
+	rc = expand_ip(c, &c->runs, ip, exact, &looked_up);
+	*lookups += looked_up;
+	if (rc)
+		return rc;
+	*e = (struct ipmemo){
+		.ip = ip,
+		.start = (uint32_t)start,
+		.n = (uint32_t)(c->runs.n - start),
+		.exact = exact,
+		.used = true,
+		.looked_up = looked_up,
+	};
+	c->nused++;
+	return fvec_append(v, c->runs.f + start, e->n);
+}
+
+static uint64_t ips_hash(const struct sw_thread *t)
+{
+	uint64_t h =
+		mix64(t->nips ^ ((uint64_t)(t->flags & SAME_IPS_FLAGS) << 32));
+
+	for (size_t k = 0; k < t->nips; k++)
+		h = mix64(h ^ t->ips[k]);
+	return h;
+}
+
+static bool same_ips(const struct sw_thread *a, const struct sw_thread *b)
+{
+	return a->nips == b->nips &&
+	       (a->flags & SAME_IPS_FLAGS) == (b->flags & SAME_IPS_FLAGS) &&
+	       memcmp(a->ips, b->ips, a->nips * sizeof(*a->ips)) == 0;
+}
+
+/*
+ * The slot of t's ips in c->tslots: the one of an earlier thread with the
+ * same ips, or the empty one to take. NULL without the table.
+ */
+static struct tslot *tslot_of(const struct symctx *c, const struct sw_thread *t,
+			      uint64_t h)
+{
+	size_t i;
+
+	if (!c->tslots)
+		return NULL;
+	for (i = (size_t)h & (c->ntslots - 1);;
+	     i = (i + 1) & (c->ntslots - 1)) {
+		struct tslot *e = &c->tslots[i];
+
+		if (!e->thread || (e->hash == h &&
+				   same_ips(&c->d->threads[e->thread - 1], t)))
+			return e;
+	}
+}
+
+/*
+ * Builds the frames of t from its ips in c->scratch; *lookups counts the
+ * ips whose symbols were looked up. 0 or -ENOMEM.
+ */
+static int build_frames(struct symctx *c, const struct sw_thread *t,
+			uint32_t *lookups)
+{
+	struct fvec *v = &c->scratch;
 	int rc = 0;
 
+	v->n = 0;
 	if (t->flags & (SW_TF_IN_LOADER | SW_TF_LOW_STACK)) {
 		uint64_t ip = t->nips ? t->ips[0] : 0;
 		int mi = t->nips ? range_find(c->ranges, c->nranges, ip) : -1;
 		uint64_t off = mi < 0 ? ip : ip - c->d->modules[mi].bias;
 
-		rc = fvec_push(&v, ip, mi, off,
-			       t->flags & SW_TF_IN_LOADER ? in_loader
-							  : low_stack,
-			       NULL, 0, false);
-	} else {
-		rc = fvec_reserve(&v, t->nips);
-		for (size_t k = 0; !rc && k < t->nips; k++)
-			rc = add_ip(c, &v, t->ips[k],
-				    k == 0 && (t->flags & SW_TF_FIRST_EXACT));
+		return fvec_push(v, ip, mi, off,
+				 t->flags & SW_TF_IN_LOADER ? in_loader
+							    : low_stack,
+				 NULL, 0, false);
 	}
-	t->frames = v.f;
-	t->nframes = v.n;
-	if (rc)
-		dump_thread_release_frames(t);
+	for (size_t k = 0; !rc && k < t->nips; k++)
+		rc = add_ip(c, v, t->ips[k],
+			    k == 0 && (t->flags & SW_TF_FIRST_EXACT), lookups);
 	return rc;
+}
+
+/*
+ * Fills the frames of thread ti from its ips, or shares those of an
+ * earlier thread with the same ips (counting the lookups that saves as
+ * cache hits). 0 or -ENOMEM (then the thread has no frames).
+ */
+static int thread_frames(struct symctx *c, size_t ti)
+{
+	struct sw_thread *t = &c->d->threads[ti];
+	uint64_t h = ips_hash(t);
+	struct tslot *e = tslot_of(c, t, h);
+	uint32_t lookups = 0;
+	int rc;
+
+	if (e && e->thread) {
+		const struct sw_thread *same = &c->d->threads[e->thread - 1];
+
+		t->frames = same->frames;
+		t->nframes = same->nframes;
+		c->s->hits += e->lookups;
+		return 0;
+	}
+	rc = build_frames(c, t, &lookups);
+	if (rc)
+		return rc;
+	t->frames = dump_alloc(c->d, c->scratch.n * sizeof(*t->frames));
+	if (!t->frames)
+		return -ENOMEM;
+	t->nframes = c->scratch.n;
+	if (t->nframes)
+		memcpy(t->frames, c->scratch.f,
+		       t->nframes * sizeof(*t->frames));
+	if (e)
+		*e = (struct tslot){ h, ti + 1, lookups };
+	return 0;
+}
+
+/* Allocates c->tslots for n threads; without memory, nothing is shared. */
+static void tslots_init(struct symctx *c, size_t n)
+{
+	size_t nslots = 16;
+
+	while (nslots < 2 * n)
+		nslots *= 2;
+	c->tslots = calloc(nslots, sizeof(*c->tslots));
+	c->ntslots = c->tslots ? nslots : 0;
 }
 
 /*
  * See symbolize.h. Module ranges are sorted once per dump for a binary
  * search per ip; modules are resolved to sessions on first use, so an
- * unused module is never opened. The hot path per ip is one hash lookup
- * and a copy of the record's strings.
+ * unused module is never opened. The hot path per ip is one lookup in the
+ * dump's memo and a copy of a few frames; strings are copied once per
+ * distinct ip.
  */
 int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 {
@@ -698,6 +948,9 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 
 	if (s->nmods > SYM_MODS_MAX)
 		modules_drop(s);
+	for (size_t i = 0; i < d->nthreads; i++)
+		dump_thread_release_frames(&d->threads[i]);
+	dump_release_mem(d);
 	if (d->nmodules) {
 		c.ranges = malloc(d->nmodules * sizeof(*c.ranges));
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
@@ -718,20 +971,22 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 	if (c.nranges)
 		qsort(c.ranges, c.nranges, sizeof(*c.ranges), range_cmp);
 
+	tslots_init(&c, d->nthreads);
 	rc = 0;
 	for (size_t i = 0; i < d->nthreads; i++) {
-		struct sw_thread *t = &d->threads[i];
-
-		dump_thread_release_frames(t);
-		if (t->status != SW_ST_OK)
+		if (d->threads[i].status != SW_ST_OK)
 			continue;
-		rc = thread_frames(&c, t);
+		rc = thread_frames(&c, i);
 		if (rc)
 			break;
 	}
 	if (!rc)
 		d->symbolized = symbols;
 out_free:
+	free(c.scratch.f);
+	free(c.tslots);
+	free(c.runs.f);
+	free(c.memo);
 	free(c.mods);
 	free(c.ranges);
 	return rc;

@@ -44,8 +44,10 @@ void sym_free(struct sym *s);
  * not match the file, gives frames with module and offset only. A thread
  * flagged SW_TF_IN_LOADER gets one frame, function "[in dynamic loader]",
  * and one flagged SW_TF_LOW_STACK one frame "[stack nearly exhausted]".
- * Sets d->symbolized = symbols. Returns 0 or -ENOMEM (then d is unchanged
- * apart from frames it could fill).
+ * Frames and their strings are allocated in d's memory (dump_alloc()),
+ * after the frames d had before are dropped; threads with the same ips and
+ * flags share one frame array. Sets d->symbolized = symbols. Returns 0 or
+ * -ENOMEM (then only some threads have frames).
  */
 int sym_dump(struct sym *s, struct sw_dump *d, bool symbols);
 

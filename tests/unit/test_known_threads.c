@@ -209,7 +209,6 @@ int main(void)
 			check_state(d, "kt-poller", 'S');
 			check_state(d, "kt-reader", 'S');
 			check_state(d, "kt-spinner", 'R');
-			check_state(d, "kt-toggler", 'S');
 		}
 		sw_dump_free(d);
 	}

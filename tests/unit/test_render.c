@@ -82,7 +82,8 @@ static const struct fspec raw[] = {
 static void set_frames(struct sw_dump *d, struct sw_thread *t,
 		       const struct fspec *fs, size_t n)
 {
-	t->frames = calloc(n, sizeof(*t->frames));
+	t->frames = dump_alloc(d, n * sizeof(*t->frames));
+	memset(t->frames, 0, n * sizeof(*t->frames));
 	t->nframes = n;
 	for (size_t i = 0; i < n; i++) {
 		struct sw_frame *f = &t->frames[i];
@@ -92,8 +93,9 @@ static void set_frames(struct sw_dump *d, struct sw_thread *t,
 		f->offset = fs[i].module < 0
 				    ? fs[i].ip
 				    : fs[i].ip - d->modules[fs[i].module].bias;
-		f->function = fs[i].function ? strdup(fs[i].function) : NULL;
-		f->file = fs[i].file ? strdup(fs[i].file) : NULL;
+		f->function =
+			fs[i].function ? dump_strdup(d, fs[i].function) : NULL;
+		f->file = fs[i].file ? dump_strdup(d, fs[i].file) : NULL;
 		f->line = fs[i].line;
 		f->inlined = fs[i].inlined;
 	}
@@ -258,15 +260,16 @@ static void test_many(void)
 		char fn[32];
 
 		t->tid = (pid_t)(100000 - i);
-		t->frames = calloc(DEPTH, sizeof(*t->frames));
+		t->frames = dump_alloc(d, DEPTH * sizeof(*t->frames));
+		memset(t->frames, 0, DEPTH * sizeof(*t->frames));
 		t->nframes = DEPTH;
 		for (size_t k = 0; k < DEPTH; k++) {
 			t->frames[k].module = 0;
 			t->frames[k].ip = EXE_BIAS + 0x1000 + k * 16 + i % 7;
 			t->frames[k].offset = t->frames[k].ip - EXE_BIAS;
 			snprintf(fn, sizeof(fn), "fn_%zu", k);
-			t->frames[k].function = strdup(fn);
-			t->frames[k].file = strdup("/src/many.c");
+			t->frames[k].function = dump_strdup(d, fn);
+			t->frames[k].file = dump_strdup(d, "/src/many.c");
 			/* Stack i % NSTACKS differs in its innermost line. */
 			t->frames[k].line = k ? (int)k : (int)(i % NSTACKS) + 1;
 		}
@@ -571,6 +574,134 @@ static void test_text_edges(void)
 	sw_dump_free(d);
 }
 
+/* How cJSON prints the number v, for comparing our raw numbers with. */
+static void cjson_number(double v, char *buf, size_t size)
+{
+	cJSON *n = cJSON_CreateNumber(v);
+	char *s = cJSON_PrintUnformatted(n);
+
+	snprintf(buf, size, "%s", s ? s : "?");
+	cJSON_free(s);
+	cJSON_Delete(n);
+}
+
+/*
+ * The renderer formats integers and unchanged_s itself; every value must
+ * come out as cJSON would print it, around every switch of its format
+ * ("%d", "%1.15g", "%1.17g", exponents).
+ */
+static void test_json_numbers(void)
+{
+	static const uint64_t cpu[] = {
+		0,
+		1,
+		999,
+		2147483647ULL,
+		2147483648ULL,
+		4294967296ULL,
+		999999999999999ULL,
+		1000000000000000ULL,
+		1000000000000001ULL,
+		9007199254740993ULL,
+		123456789012345678ULL,
+		UINT64_MAX,
+	};
+	static const double unchanged[] = {
+		0,	   0.0004,     0.0005,	    0.001,
+		0.0015,	   0.1,	       0.232,	    0.1 + 0.2,
+		1,	   7.0005,     12.5,	    59.9995,
+		1234.5678, 99999.9995, 1e6 + 0.001, 999999999.999,
+		1e9,	   1e9 + 0.25, 5e12,	    1e15,
+	};
+	enum { N = sizeof(unchanged) / sizeof(unchanged[0]) };
+	static const struct fspec one[] = {
+		{ 0x55d0c0c6a6db, 0, "f", "/src/f.c", 2147483647, false },
+	};
+	struct sw_dump *d = dump_new();
+	char *s = NULL, want[512], a[64], b[64], c[64], e[64];
+	bool ok = true;
+
+	add_module(d, exe, EXE_BIAS);
+	for (size_t i = 0; i < N; i++) {
+		struct sw_thread *t = add_thread(
+			d, i ? (pid_t)(2147483647 - i) : -5, "n", 'S');
+
+		t->utime_ms = cpu[i % (sizeof(cpu) / sizeof(cpu[0]))];
+		t->stime_ms = cpu[(i + 5) % (sizeof(cpu) / sizeof(cpu[0]))];
+		t->unchanged_s = unchanged[i];
+		SET(d, t, one);
+	}
+	TAP_OK(group_dump(d) == 0 && sw_dump_json(d, &s) == 0 && s,
+	       "JSON of extreme numbers");
+	for (size_t i = 0; s && i < N; i++) {
+		const struct sw_thread *t = &d->threads[i];
+
+		cjson_number(t->tid, a, sizeof(a));
+		cjson_number((double)t->utime_ms, b, sizeof(b));
+		cjson_number((double)t->stime_ms, c, sizeof(c));
+		cjson_number((double)(long long)(t->unchanged_s * 1000 + 0.5) /
+				     1000,
+			     e, sizeof(e));
+		snprintf(want, sizeof(want),
+			 "{\"tid\":%s,\"name\":\"n\",\"state\":\"S\","
+			 "\"utime_ms\":%s,\"stime_ms\":%s,\"status\":"
+			 "\"ok\",\"group\":0,\"unchanged_s\":%s}",
+			 a, b, c, e);
+		if (!strstr(s, want)) {
+			TAP_NOTE("missing %s", want);
+			ok = false;
+		}
+	}
+	TAP_OK(ok, "tids, CPU times, unchanged_s print as cJSON numbers do");
+	TAP_OK(s && strstr(s, "\"line\":2147483647,"), "largest line");
+	/* The tids of the one group, ascending, as a cJSON array prints. */
+	snprintf(want, sizeof(want), "\"tids\":[-5");
+	for (size_t i = N - 1; i > 0; i--) {
+		cjson_number((double)(2147483647 - i), a, sizeof(a));
+		snprintf(want + strlen(want), sizeof(want) - strlen(want),
+			 ",%s", a);
+	}
+	strcat(want, "],");
+	TAP_OK(s && strstr(s, want), "tids array as cJSON prints it");
+	free(s);
+	sw_dump_free(d);
+}
+
+/* The dump's memory: small and large pieces, aligned, all kept. */
+static void test_dump_memory(void)
+{
+	struct sw_dump *d = dump_new();
+	size_t big = (2u << 20) + 3;
+	char *long_name = malloc(big + 1);
+	const char *small[300], *large;
+	void *p;
+	bool ok = true;
+
+	memset(long_name, 'x', big);
+	long_name[big] = '\0';
+	for (size_t i = 0; i < 300; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "fn_%zu", i);
+		small[i] = dump_strdup(d, name);
+		if (i == 150)
+			large = dump_strdup(d, long_name);
+	}
+	p = dump_alloc(d, 24);
+	for (size_t i = 0; i < 300; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "fn_%zu", i);
+		ok = ok && small[i] && !strcmp(small[i], name);
+	}
+	TAP_OK(ok && large && !strcmp(large, long_name),
+	       "strings of the dump, small and larger than a block");
+	TAP_OK(p && (uintptr_t)p % 16 == 0, "dump_alloc is aligned");
+	TAP_OK(!dump_alloc(d, SIZE_MAX - 8), "an impossible size fails");
+	free(long_name);
+	sw_dump_free(d);
+}
+
 static void test_empty(void)
 {
 	struct sw_dump *d = dump_new();
@@ -607,6 +738,8 @@ int main(void)
 	sw_dump_free(d);
 	test_across_dumps();
 	test_many();
+	test_json_numbers();
+	test_dump_memory();
 	test_text_edges();
 	test_empty();
 	return tap_done();

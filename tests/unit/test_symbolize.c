@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "dump.h"
+#include "group.h"
 #include "modules.h"
 #include "symbolize.h"
 #include "tap.h"
@@ -305,6 +306,55 @@ static void test_unreadable(void)
 	sym_free(s);
 }
 
+/*
+ * More distinct ips than the symbolizer memoizes in one dump: the rest
+ * are worked out one by one, and every frame still matches its ip.
+ */
+static void test_many_ips(void)
+{
+	enum { NT = 3000, NIPS = 64 };
+	const uint64_t base = 0x100000000ULL;
+	struct sw_dump *d = dump_new();
+	struct sym *s;
+	bool ok = true;
+	int fake;
+
+	fake = add_module(d, "/nonexistent/libmany.so", base, base + (1 << 24),
+			  base, NULL, 0);
+	d->threads = calloc(NT, sizeof(*d->threads));
+	d->nthreads = NT;
+	for (size_t i = 0; i < NT; i++) {
+		struct sw_thread *t = &d->threads[i];
+
+		t->tid = (pid_t)(i + 1);
+		t->group = -1;
+		t->nips = NIPS;
+		t->ips = malloc(NIPS * sizeof(uint64_t));
+		/* Every tenth thread repeats the one before it. */
+		for (size_t k = 0; k < NIPS; k++)
+			t->ips[k] = base + 1 + (i - (i % 10 == 9)) * NIPS + k;
+	}
+	sym_new(NULL, NULL, &s);
+	TAP_OK(sym_dump(s, d, true) == 0, "%d distinct ips symbolized",
+	       NT * NIPS * 9 / 10);
+	for (size_t i = 0; i < NT; i++) {
+		const struct sw_thread *t = &d->threads[i];
+
+		ok = ok && t->nframes == NIPS;
+		for (size_t k = 0; ok && k < NIPS; k++)
+			ok = t->frames[k].ip == t->ips[k] &&
+			     t->frames[k].module == fake &&
+			     t->frames[k].offset == t->ips[k] - base &&
+			     !t->frames[k].function;
+	}
+	TAP_OK(ok, "every frame matches its ip");
+	TAP_OK(group_dump(d) == 0 && d->ngroups == NT - NT / 10,
+	       "threads with the same ips group together (%zu groups)",
+	       d->ngroups);
+	sw_dump_free(d);
+	sym_free(s);
+}
+
 static void test_build_id_mismatch(void)
 {
 	struct sym *s;
@@ -510,6 +560,75 @@ static __attribute__((noinline)) int deep(int n, void **buf, int max)
 	return r;
 }
 
+/*
+ * Threads that stopped at the same ips share one frame array, built once;
+ * other flags or ips get their own. Compacting keeps the frames of each
+ * group's first thread, in memory of their own.
+ */
+static void test_shared(struct sym *s)
+{
+	int line, inner;
+	uint64_t ips[2], rev[2];
+	struct sw_dump *d;
+	struct sw_thread *t;
+	struct sw_frame before[3];
+	char *names[3], *files[3];
+	const char *fn0;
+	size_t n0;
+	bool same = true;
+
+	ips[0] = rev[1] = known_caller(&line);
+	ips[1] = rev[0] = inl_caller(&line, &inner);
+	d = make_dump(ips, 2, 0);
+	d->threads = realloc(d->threads, 4 * sizeof(*d->threads));
+	for (size_t i = 1; i < 4; i++) {
+		d->threads[i] = d->threads[0];
+		d->threads[i].tid = (pid_t)(i + 1);
+		d->threads[i].ips = malloc(2 * sizeof(uint64_t));
+		memcpy(d->threads[i].ips, i == 3 ? rev : ips,
+		       2 * sizeof(uint64_t));
+	}
+	d->threads[2].flags = SW_TF_FIRST_EXACT;
+	d->nthreads = 4;
+	t = d->threads;
+	TAP_OK(sym_dump(s, d, true) == 0 && t[0].nframes == 3,
+	       "four threads symbolized");
+	TAP_OK(t[1].frames == t[0].frames && t[1].nframes == t[0].nframes,
+	       "the same ips share one frame array");
+	TAP_OK(t[2].frames != t[0].frames && t[3].frames != t[0].frames &&
+		       t[3].nframes == 3 && t[3].frames[0].function &&
+		       t[0].frames[0].function &&
+		       !strcmp(t[3].frames[2].function,
+			       t[0].frames[0].function),
+	       "other flags or ips get their own frames");
+	/* What compacting must keep; the strings' memory goes with it. */
+	n0 = t[0].nframes < 3 ? t[0].nframes : 3;
+	memcpy(before, t[0].frames, n0 * sizeof(*before));
+	for (size_t i = 0; i < n0; i++) {
+		names[i] = strdup(str(before[i].function));
+		files[i] = strdup(str(before[i].file));
+	}
+	fn0 = t[0].frames[0].function;
+	TAP_OK(group_dump(d) == 0 && d->groups[0].rep == 0 &&
+		       d->threads[1].group == d->threads[0].group,
+	       "threads sharing frames group together");
+	dump_compact(d);
+	for (size_t i = 0; i < n0; i++) {
+		const struct sw_frame *a = &before[i], *b = &t[0].frames[i];
+
+		same = same && a->ip == b->ip && a->line == b->line &&
+		       a->inlined == b->inlined && a->module == b->module &&
+		       !strcmp(names[i], str(b->function)) &&
+		       !strcmp(files[i], str(b->file));
+		free(names[i]);
+		free(files[i]);
+	}
+	TAP_OK(t[0].nframes == n0 && same && t[0].frames[0].function != fn0,
+	       "compacting copies the representative's frames");
+	TAP_OK(!t[1].frames && !t[1].nframes, "and drops the others'");
+	sw_dump_free(d);
+}
+
 static void test_cost(void)
 {
 	enum { NT = 1000 };
@@ -560,12 +679,14 @@ int main(void)
 	test_inline(s);
 	test_names(s);
 	test_cache(s);
+	test_shared(s);
 	test_loader_and_status(s);
 	test_unknown_address(s);
 	test_symbol_index(s);
 	sym_free(s);
 	sym_free(NULL);
 	test_unreadable();
+	test_many_ips();
 	test_build_id_mismatch();
 	test_cost();
 	return tap_done();
