@@ -124,6 +124,8 @@ int execvp(const char *file, char *const argv[])
  * glibc does; ARG_MAX bounds how many there can be. LIST_ARGV reads them
  * up to and including the terminating NULL, leaving ap after it (where
  * execle's envp is). A macro: the array must live in the caller's frame.
+ * alloca, not malloc: exec after vfork may call only async-signal-safe
+ * functions; not a VLA: its size is known only inside the macro's block.
  */
 #define LIST_ARGV(ap, arg, argv)                                            \
 	do {                                                                \
@@ -133,6 +135,7 @@ int execvp(const char *file, char *const argv[])
 		for (n_ = 1; va_arg(cp_, char *) && n_ < INT_MAX / 2; n_++) \
 			;                                                   \
 		va_end(cp_);                                                \
+		/* cppcheck-suppress allocaCalled */                        \
 		(argv) = alloca((n_ + 1) * sizeof(char *));                 \
 		(argv)[0] = (char *)(arg);                                  \
 		for (size_t i_ = 1; i_ <= n_; i_++)                         \
@@ -145,6 +148,7 @@ int execl(const char *path, const char *arg, ...)
 	char **argv;
 
 	va_start(ap, arg);
+	/* cppcheck-suppress allocaCalled */
 	LIST_ARGV(ap, arg, argv);
 	va_end(ap);
 	return execve(path, argv, environ);
@@ -156,6 +160,7 @@ int execlp(const char *file, const char *arg, ...)
 	char **argv;
 
 	va_start(ap, arg);
+	/* cppcheck-suppress allocaCalled */
 	LIST_ARGV(ap, arg, argv);
 	va_end(ap);
 	return execvpe(file, argv, environ);
@@ -167,6 +172,7 @@ int execle(const char *path, const char *arg, ...)
 	char **argv, **envp;
 
 	va_start(ap, arg);
+	/* cppcheck-suppress allocaCalled */
 	LIST_ARGV(ap, arg, argv);
 	envp = va_arg(ap, char **);
 	va_end(ap);

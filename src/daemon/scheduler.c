@@ -174,7 +174,10 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 	s->timeout_ms = timeout_ms;
 	/* One slot per possible target: the flag keeps it to one each. */
 	s->cap = REGISTRY_MAX_TARGETS;
-	s->queue = calloc(s->cap, sizeof(*s->queue));
+	/* an array of pointers */
+	s->queue =
+		calloc(s->cap,
+		       sizeof(*s->queue)); // NOLINT(bugprone-sizeof-expression)
 	if (!s->queue) {
 		free(s);
 		return -ENOMEM;

@@ -299,14 +299,18 @@ static void apply_history(struct sw_dump *d, uint64_t now,
 static void remember(struct stacks *s, struct target *t, struct sdump *sd)
 {
 	if (!t->hist) {
-		t->hist = calloc(s->history, sizeof(*t->hist));
+		/* an array of pointers */
+		t->hist = calloc(
+			s->history,
+			sizeof(*t->hist)); // NOLINT(bugprone-sizeof-expression)
 		if (!t->hist)
 			return;
 	}
 	if (t->nhist == s->history) {
 		sdump_put(t->hist[0]);
 		memmove(t->hist, t->hist + 1,
-			(t->nhist - 1) * sizeof(*t->hist));
+			(t->nhist -
+			 1) * sizeof(*t->hist)); // NOLINT(bugprone-sizeof-expression)
 		t->nhist--;
 	}
 	sdump_get(sd);

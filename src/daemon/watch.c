@@ -166,7 +166,7 @@ static size_t compare(const struct sw_dump *a, const struct sw_dump *b,
 						      frames_of(b, y));
 			cJSON_AddItemToArray(appeared, o);
 			j++;
-		} else {
+		} else if (x && y) { /* the same tid in both */
 			if (stacks_same_thread_stack(a, x, b, y)) {
 				same++;
 			} else {
