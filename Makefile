@@ -60,7 +60,7 @@ FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
               -Iinclude -Isrc/lib $(PKG_CFLAGS)
 HAVE_FUZZ := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 FUZZ_BINS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/fuzz_procfs \
-             $(BUILD)/fuzz/mkseed)
+             $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/mkseed)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
@@ -187,6 +187,8 @@ $(BUILD)/bench/bench_target: tests/bench/bench_target.c
 
 # The client's test includes its source.
 $(BUILD)/tests/test_cli_http: src/cli/http_client.c src/cli/http_client.h
+# So does the test of the daemon's pid namespace translation.
+$(BUILD)/tests/test_nspid: src/daemon/nspid.c src/daemon/nspid.h
 
 test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS) $(FUZZ_BINS)
 
@@ -197,9 +199,15 @@ $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/lib/wire.c src/lib/dump.c \
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
 $(BUILD)/fuzz/fuzz_procfs: tests/fuzz/fuzz_procfs.c src/lib/procfs.c \
-		src/daemon/modfile.c src/lib/dump.c src/lib/strerror.c | $(DEPS_STAMP)
+		src/daemon/modfile.c src/daemon/nspid.c src/lib/dump.c \
+		src/lib/strerror.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
+
+$(BUILD)/fuzz/fuzz_query: tests/fuzz/fuzz_query.c src/daemon/query.c \
+		src/daemon/query.h | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(filter %.c,$^)
 
 $(BUILD)/fuzz/mkseed: tests/fuzz/mkseed.c $(BUILD)/libstackwatch.a
 	@mkdir -p $(@D)
@@ -371,3 +379,32 @@ man-check:
 	           groff -ww -z -man "$$m" 2>&1); \
 	    if [ -n "$$out" ]; then echo "$$m: $$out"; exit 1; fi; \
 	done; echo "man pages: no warnings"
+
+# ---------------------------------------------------------------------------
+# make soak [SOAK_SECONDS=600]: the daemon built with ASan + UBSan
+# (build/asan, as make asan builds it) samples 10 targets of 100 threads
+# each at 10 Hz, printing its RSS every 10 s; tests/soak/run.sh says what
+# fails it.
+
+SOAK_SECONDS ?= 600
+
+.PHONY: soak
+soak:
+	@sh scripts/deps.sh check
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \
+	    SANITIZE=address,undefined all build/asan/fixtures/agent_target
+	@SOAK_SECONDS=$(SOAK_SECONDS) sh tests/soak/run.sh build/asan
+
+# make tsan-sched: the scheduler and coalescing test (test_it_sched)
+# against a daemon built with ThreadSanitizer (build/tsan); the programs
+# it watches come from the plain build, since TSan defers signals in the
+# programs it instruments. Any TSan report fails it.
+.PHONY: tsan-sched
+tsan-sched:
+	@sh scripts/deps.sh check
+	@$(MAKE) --no-print-directory all $(BUILD)/fixtures/agent_target \
+	    $(BUILD)/fixtures/workload
+	@$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
+	    SANITIZE=thread all build/tsan/tests/test_it_sched
+	@SW_TESTS=test_it_sched SW_TARGET_BUILD=$(abspath $(BUILD)) \
+	    sh tests/run.sh build/tsan

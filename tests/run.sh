@@ -15,6 +15,9 @@
 # In a ThreadSanitizer build, a report from any process a test started
 # (the daemon, a fixture) fails that test too; see below.
 #
+# SW_TESTS, when set, runs only the tests it names: space-separated shell
+# patterns matched against the names above (test_it_sched, integration-*).
+#
 # Prints every failing line, one summary line per program, and ends with
 # the line "N passed, N failed". Exit status 0 only when nothing failed.
 set -u
@@ -71,10 +74,27 @@ total_pass=0
 total_fail=0
 summary=""
 
+# selected NAME - true when SW_TESTS is unset or names NAME.
+selected() {
+	[ -z "${SW_TESTS:-}" ] && return 0
+	set -f # the patterns are for the names, not for files
+	for pat in $SW_TESTS; do
+		# shellcheck disable=SC2254
+		case "$1" in $pat)
+			set +f
+			return 0
+			;;
+		esac
+	done
+	set +f
+	return 1
+}
+
 # run_one NAME CMD... - runs one test program and adds up its results.
 run_one() {
 	name=$1
 	shift
+	selected "$name" || return 0
 	log=$logs/$name.log
 	rm -f "$logs/$name".tsan.*
 	if $tsan; then

@@ -12,10 +12,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "http.h"
@@ -23,6 +27,7 @@
 #include "metrics.h"
 #include "watch.h"
 #include "procfs.h"
+#include "query.h"
 #include "render.h"
 #include "web.h"
 
@@ -31,7 +36,10 @@
 #define HTTP_MAX_PER_IP 128 /* local clients all share 127.0.0.1 */
 #define HTTP_CONN_TIMEOUT_S 10
 #define HTTP_CONN_MEMORY (64 * 1024)
-#define HTTP_MAX_TIMEOUT_MS 10000
+/* On the way out, the longest we wait for requests in flight: the
+ * longest dump a request may ask for, the daemon's grace for an agent's
+ * answer, and a second to send it. */
+#define HTTP_DRAIN_MS (QUERY_MAX_TIMEOUT_MS + 500 + 1000)
 /* The page's scripts and styles come from /static/ only: no inline code. */
 #define HTTP_PAGE_CSP                                                   \
 	"default-src 'self'; img-src 'self' data:; object-src 'none'; " \
@@ -39,6 +47,10 @@
 
 struct http {
 	struct MHD_Daemon *d;
+	pthread_mutex_t lock; /* active, stopping */
+	pthread_cond_t idle;  /* active fell to 0 */
+	unsigned active;      /* requests being answered */
+	bool stopping;	      /* http_stop() began: no new requests */
 	struct registry *reg;
 	struct stacks *st;
 	struct scheduler *sched;  /* NULL: no periodic sampling */
@@ -48,25 +60,15 @@ struct http {
 	int nallow_hosts;
 };
 
-enum format { FMT_HTML, FMT_JSON, FMT_TEXT, FMT_FOLDED };
-
-/* What a stacks request asked for. */
-struct stacks_req {
-	pid_t pid; /* 0: every target */
-	enum format format;
-	bool symbols;
-	int timeout_ms;
-};
-
 static const char *const content_types[] = {
-	[FMT_HTML] = "text/html; charset=utf-8",
-	[FMT_JSON] = "application/json",
-	[FMT_TEXT] = "text/plain; charset=utf-8",
-	[FMT_FOLDED] = "text/plain; charset=utf-8",
+	[QUERY_HTML] = "text/html; charset=utf-8",
+	[QUERY_JSON] = "application/json",
+	[QUERY_TEXT] = "text/plain; charset=utf-8",
+	[QUERY_FOLDED] = "text/plain; charset=utf-8",
 };
 
 static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
-				 enum format fmt, char *body, size_t len)
+				 enum query_format fmt, char *body, size_t len)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -102,7 +104,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 		return MHD_NO;
 	}
 	cJSON_free(s);
-	return send_body(c, status, FMT_JSON, body, strlen(body));
+	return send_body(c, status, QUERY_JSON, body, strlen(body));
 }
 
 static void html_escape(struct buf *b, const char *s)
@@ -128,13 +130,13 @@ static void html_escape(struct buf *b, const char *s)
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
-				  enum format fmt, const char *why)
+				  enum query_format fmt, const char *why)
 {
 	struct buf b;
 	char *body;
 	cJSON *doc;
 
-	if (fmt == FMT_JSON) {
+	if (fmt == QUERY_JSON) {
 		doc = cJSON_CreateObject();
 		if (!doc || !cJSON_AddStringToObject(doc, "error", why) ||
 		    !cJSON_AddNumberToObject(doc, "status", status)) {
@@ -144,7 +146,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
 		return send_json(c, status, doc);
 	}
 	buf_init(&b, 1 << 16);
-	if (fmt == FMT_HTML) {
+	if (fmt == QUERY_HTML) {
 		buf_adds(&b, "<!doctype html><meta charset=utf-8>"
 			     "<title>stackwatch: error</title><p>");
 		html_escape(&b, why);
@@ -159,81 +161,20 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
 	return send_body(c, status, fmt, body, strlen(body));
 }
 
-/* Parses a positive decimal of at most 9 digits; -1 when invalid. */
-static long parse_num(const char *s)
-{
-	long v = 0;
-	int n = 0;
-
-	if (!s || !*s)
-		return -1;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9' || ++n > 9)
-			return -1;
-		v = v * 10 + (*s - '0');
-	}
-	return v;
-}
-
 static const char *arg(struct MHD_Connection *c, const char *key)
 {
 	return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, key);
 }
 
-/*
- * Reads the parameters of a stacks request. Returns NULL, or the reason
- * the request is invalid (a static sentence).
- */
-static const char *parse_stacks_req(struct http *h, struct MHD_Connection *c,
-				    enum format dflt, struct stacks_req *rq)
+/* The raw parameters of a request, for query.c to validate. */
+static void get_args(struct MHD_Connection *c, struct query_args *a)
 {
-	const char *pid = arg(c, "pid"), *fmt = arg(c, "format");
-	const char *sym = arg(c, "symbols"), *tmo = arg(c, "timeout_ms");
-	const char *accept;
-	long v;
-
-	rq->pid = 0;
-	rq->format = dflt;
-	rq->symbols = true;
-	rq->timeout_ms = h->timeout_ms;
-	if (dflt == FMT_HTML) {
-		accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     "Accept");
-		if (accept && strstr(accept, "application/json") &&
-		    !strstr(accept, "text/html"))
-			rq->format = FMT_JSON;
-	}
-	if (fmt) {
-		if (strcmp(fmt, "json") == 0)
-			rq->format = FMT_JSON;
-		else if (strcmp(fmt, "text") == 0)
-			rq->format = FMT_TEXT;
-		else if (strcmp(fmt, "folded") == 0)
-			rq->format = FMT_FOLDED;
-		else if (strcmp(fmt, "html") == 0 && dflt == FMT_HTML)
-			rq->format = FMT_HTML;
-		else
-			return "format must be json, text or folded";
-	}
-	if (pid) {
-		v = parse_num(pid);
-		if (v <= 0)
-			return "pid must be a positive integer";
-		rq->pid = (pid_t)v;
-	}
-	if (sym) {
-		if (strcmp(sym, "0") == 0)
-			rq->symbols = false;
-		else if (strcmp(sym, "1") != 0)
-			return "symbols must be 0 or 1";
-	}
-	if (tmo) {
-		v = parse_num(tmo);
-		if (v < 1 || v > HTTP_MAX_TIMEOUT_MS)
-			return "timeout_ms must be an integer from 1 to 10000";
-		rq->timeout_ms = (int)v;
-	}
-	return NULL;
+	a->pid = arg(c, "pid");
+	a->format = arg(c, "format");
+	a->symbols = arg(c, "symbols");
+	a->timeout_ms = arg(c, "timeout_ms");
+	a->since = arg(c, "since");
+	a->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
 }
 
 static unsigned status_of(int rc)
@@ -260,12 +201,13 @@ static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 }
 
 /* One process rendered in the requested format, appended to b. */
-static int render_one(struct buf *b, const struct sw_dump *d, enum format f)
+static int render_one(struct buf *b, const struct sw_dump *d,
+		      enum query_format f)
 {
 	char *s = NULL;
 	int rc;
 
-	if (f == FMT_FOLDED)
+	if (f == QUERY_FOLDED)
 		rc = render_folded(d, &s);
 	else
 		rc = render_text(d, &s);
@@ -293,7 +235,7 @@ static cJSON *error_object(pid_t pid, unsigned status, const char *why)
  * whichever it is.
  */
 static int take_dump(struct http *h, struct target *t,
-		     const struct stacks_req *rq, struct sdump **sd,
+		     const struct query_stacks *rq, struct sdump **sd,
 		     struct sw_dump **own, const struct sw_dump **d)
 {
 	int rc = stacks_get(h->st, t, rq->timeout_ms, sd);
@@ -312,7 +254,7 @@ static int take_dump(struct http *h, struct target *t,
 
 /* Dumps every target of ts (n of them) and answers in rq's format. */
 static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
-				     const struct stacks_req *rq,
+				     const struct query_stacks *rq,
 				     struct target **ts, size_t n, bool many)
 {
 	cJSON *doc = NULL, *arr = NULL;
@@ -320,7 +262,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 	char *body;
 
 	buf_init(&b, (size_t)1 << 30);
-	if (rq->format == FMT_JSON && many) {
+	if (rq->format == QUERY_JSON && many) {
 		doc = cJSON_CreateObject();
 		arr = cJSON_AddArrayToObject(doc, "processes");
 	}
@@ -337,7 +279,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				c, status_of(rc), rq->format,
 				reason_of(rc, why, sizeof(why), ts[i]->pid));
 		}
-		if (rq->format == FMT_JSON) {
+		if (rq->format == QUERY_JSON) {
 			cJSON *one = NULL;
 
 			if (rc == 0)
@@ -352,7 +294,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 			if (!many) {
 				buf_release(&b);
 				if (rc < 0 || !one)
-					return send_error(c, 500, FMT_JSON,
+					return send_error(c, 500, QUERY_JSON,
 							  "out of memory");
 				return send_json(c, MHD_HTTP_OK, one);
 			}
@@ -362,11 +304,11 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		}
 		if (rc == 0) {
 			render_one(&b, d, rq->format);
-		} else if (rq->format == FMT_TEXT) {
+		} else if (rq->format == QUERY_TEXT) {
 			reason_of(rc, why, sizeof(why), ts[i]->pid);
 			buf_addf(&b, "error: %s\n", why);
 		}
-		if (rq->format == FMT_TEXT && i + 1 < n)
+		if (rq->format == QUERY_TEXT && i + 1 < n)
 			buf_adds(&b, "\n");
 		sdump_put(sd);
 		sw_dump_free(own);
@@ -418,25 +360,28 @@ static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name)
 	const struct web_asset *a = web_asset_find(name);
 
 	if (!a)
-		return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON,
+		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
 				  "no such file");
 	return send_asset(c, a);
 }
 
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
-				     enum format dflt)
+				     enum query_format dflt)
 {
-	struct stacks_req rq;
+	struct query_stacks rq;
+	struct query_args a;
 	struct target **ts, *t;
 	enum MHD_Result ret;
 	const char *bad;
 	size_t n;
 	char why[96];
 
-	bad = parse_stacks_req(h, c, dflt, &rq);
+	get_args(c, &a);
+	bad = query_parse_stacks(&a, dflt, h->timeout_ms, &rq);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST,
-				  dflt == FMT_JSON ? FMT_JSON : rq.format, bad);
+				  dflt == QUERY_JSON ? QUERY_JSON : rq.format,
+				  bad);
 	if (rq.pid) {
 		t = registry_get(h->reg, rq.pid);
 		if (!t) {
@@ -446,14 +391,14 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format,
 					  why);
 		}
-		if (rq.format == FMT_HTML)
+		if (rq.format == QUERY_HTML)
 			ret = handle_static(c, "index.html");
 		else
 			ret = answer_stacks(h, c, &rq, &t, 1, false);
 		target_put(t);
 		return ret;
 	}
-	if (rq.format == FMT_HTML)
+	if (rq.format == QUERY_HTML)
 		return handle_static(c, "index.html");
 	if (registry_list(h->reg, &ts, &n) < 0)
 		return send_error(c, 500, rq.format, "out of memory");
@@ -498,7 +443,7 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
 	arr = cJSON_AddArrayToObject(doc, "targets");
 	if (!arr || registry_list(h->reg, &ts, &n) < 0) {
 		cJSON_Delete(doc);
-		return send_error(c, 500, FMT_JSON, "out of memory");
+		return send_error(c, 500, QUERY_JSON, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
 		const struct target *t = ts[i];
@@ -531,71 +476,42 @@ static enum MHD_Result handle_stuck(struct http *h, struct MHD_Connection *c)
 	cJSON *doc;
 
 	if (watch_stuck(h->st, h->reg, &doc, NULL) < 0)
-		return send_error(c, 500, FMT_JSON, "out of memory");
+		return send_error(c, 500, QUERY_JSON, "out of memory");
 	return send_json(c, MHD_HTTP_OK, doc);
-}
-
-/* Parses "since": seconds, a positive number up to a day. */
-static bool parse_since(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	if (!s || !*s || strlen(s) > 16)
-		return false;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || *end || !(v >= 0 && v <= 86400))
-		return false;
-	*out = v;
-	return true;
 }
 
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c)
 {
-	const char *pid = arg(c, "pid"), *tmo = arg(c, "timeout_ms");
-	int timeout_ms = h->timeout_ms, rc;
-	double since;
+	struct query_args a;
+	struct query_diff q;
+	const char *bad;
 	struct target *t;
 	char why[128];
 	cJSON *doc;
-	long v;
+	int rc;
 
-	v = parse_num(pid);
-	if (v <= 0)
-		return send_error(c, MHD_HTTP_BAD_REQUEST, FMT_JSON,
-				  "pid must be a positive integer");
-	if (!parse_since(arg(c, "since"), &since))
-		return send_error(c, MHD_HTTP_BAD_REQUEST, FMT_JSON,
-				  "since must be a number of seconds from 0 "
-				  "to 86400");
-	if (tmo) {
-		long ms = parse_num(tmo);
-
-		if (ms < 1 || ms > HTTP_MAX_TIMEOUT_MS)
-			return send_error(c, MHD_HTTP_BAD_REQUEST, FMT_JSON,
-					  "timeout_ms must be an integer from "
-					  "1 to 10000");
-		timeout_ms = (int)ms;
-	}
-	t = registry_get(h->reg, (pid_t)v);
+	get_args(c, &a);
+	bad = query_parse_diff(&a, h->timeout_ms, &q);
+	if (bad)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
+	t = registry_get(h->reg, q.pid);
 	if (!t) {
-		snprintf(why, sizeof(why), "pid %ld is not a registered target",
-			 v);
-		return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, why);
+		snprintf(why, sizeof(why), "pid %d is not a registered target",
+			 (int)q.pid);
+		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
 	}
-	rc = watch_diff(h->st, t, since, timeout_ms, &doc);
+	rc = watch_diff(h->st, t, q.since, q.timeout_ms, &doc);
 	target_put(t);
 	if (rc == -ENOENT) {
 		snprintf(why, sizeof(why),
-			 "no sample of pid %ld is %g s old (see --history and "
+			 "no sample of pid %d is %g s old (see --history and "
 			 "--sample-interval)",
-			 v, since);
-		return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, why);
+			 (int)q.pid, q.since);
+		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
 	}
 	if (rc < 0)
-		return send_error(c, status_of(rc), FMT_JSON,
-				  reason_of(rc, why, sizeof(why), (pid_t)v));
+		return send_error(c, status_of(rc), QUERY_JSON,
+				  reason_of(rc, why, sizeof(why), q.pid));
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
@@ -606,7 +522,7 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c)
 	char *body;
 
 	if (metrics_render(h->st, h->reg, h->sched, &body) < 0)
-		return send_error(c, 500, FMT_JSON, "out of memory");
+		return send_error(c, 500, QUERY_JSON, "out of memory");
 	r = MHD_create_response_from_buffer(strlen(body), body,
 					    MHD_RESPMEM_MUST_FREE);
 	if (!r) {
@@ -631,7 +547,7 @@ static enum MHD_Result handle_redirect(struct MHD_Connection *c)
 	if (!r)
 		return MHD_NO;
 	MHD_add_response_header(r, "Location", "/stacks");
-	MHD_add_response_header(r, "Content-Type", content_types[FMT_TEXT]);
+	MHD_add_response_header(r, "Content-Type", content_types[QUERY_TEXT]);
 	ret = MHD_queue_response(c, MHD_HTTP_FOUND, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -643,7 +559,7 @@ static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
 
 	if (!body)
 		return MHD_NO;
-	return send_body(c, MHD_HTTP_OK, FMT_TEXT, body, strlen(body));
+	return send_body(c, MHD_HTTP_OK, QUERY_TEXT, body, strlen(body));
 }
 
 /* True when the request announces a body (we accept none). */
@@ -740,7 +656,7 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 		free(body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, "Content-Type", content_types[FMT_JSON]);
+	MHD_add_response_header(r, "Content-Type", content_types[QUERY_JSON]);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 				"Bearer realm=\"stackwatch\"");
 	ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
@@ -754,19 +670,31 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 			      size_t *upload_size, void **con_cls)
 {
 	struct http *h = cls;
+	bool stopping;
 
 	(void)version;
 	(void)upload;
-	(void)con_cls;
+	/* Every request is answered here on its first call: count it until
+	 * request_done(), so that http_stop() lets it finish. */
+	pthread_mutex_lock(&h->lock);
+	stopping = h->stopping;
+	if (!stopping && !*con_cls) {
+		h->active++;
+		*con_cls = h;
+	}
+	pthread_mutex_unlock(&h->lock);
+	if (stopping)
+		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, QUERY_JSON,
+				  "the daemon is stopping");
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
 	    strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-		return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, FMT_JSON,
+		return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, QUERY_JSON,
 				  "only GET and HEAD are allowed");
 	if (*upload_size || has_body(c))
-		return send_error(c, 413, FMT_JSON,
+		return send_error(c, 413, QUERY_JSON,
 				  "no request body is accepted");
 	if (!host_allowed(h, c))
-		return send_error(c, MHD_HTTP_FORBIDDEN, FMT_JSON,
+		return send_error(c, MHD_HTTP_FORBIDDEN, QUERY_JSON,
 				  "Host header not allowed (see --allow-host)");
 	if (strcmp(url, "/healthz") == 0)
 		return handle_text(c, "ok\n");
@@ -775,9 +703,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	if (strcmp(url, "/") == 0)
 		return handle_redirect(c);
 	if (strcmp(url, "/stacks") == 0)
-		return handle_stacks(h, c, FMT_HTML);
+		return handle_stacks(h, c, QUERY_HTML);
 	if (strcmp(url, "/api/v1/stacks") == 0)
-		return handle_stacks(h, c, FMT_JSON);
+		return handle_stacks(h, c, QUERY_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c);
 	if (strncmp(url, "/static/", 8) == 0)
@@ -788,7 +716,25 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_diff(h, c);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c);
-	return send_error(c, MHD_HTTP_NOT_FOUND, FMT_JSON, "no such endpoint");
+	return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
+			  "no such endpoint");
+}
+
+/* MHD is done with a request: its answer went out, or it failed. */
+static void request_done(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct http *h = cls;
+
+	(void)c;
+	(void)toe;
+	if (!*con_cls)
+		return;
+	*con_cls = NULL;
+	pthread_mutex_lock(&h->lock);
+	if (--h->active == 0)
+		pthread_cond_broadcast(&h->idle);
+	pthread_mutex_unlock(&h->lock);
 }
 
 static void log_mhd(void *cls, const char *fmt, va_list ap)
@@ -798,6 +744,42 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 	(void)cls;
 	vsnprintf(line, sizeof(line), fmt, ap);
 	log_info("http: %s", line);
+}
+
+static void free_http(struct http *h)
+{
+	pthread_cond_destroy(&h->idle);
+	pthread_mutex_destroy(&h->lock);
+	free(h->token);
+	free(h);
+}
+
+/*
+ * Waits until no request is being answered, or HTTP_DRAIN_MS passed.
+ * From now on new requests (on connections already open) get a 503.
+ */
+static void drain(struct http *h)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += HTTP_DRAIN_MS / 1000;
+	ts.tv_nsec += (HTTP_DRAIN_MS % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	while (h->active > 0) {
+		if (pthread_cond_timedwait(&h->idle, &h->lock, &ts) ==
+		    ETIMEDOUT) {
+			log_warn("%u requests still in flight after %d ms",
+				 h->active, HTTP_DRAIN_MS);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
 }
 
 int http_start(const struct options *o, struct registry *reg, struct stacks *st,
@@ -825,6 +807,16 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
+	pthread_mutex_init(&h->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* http_stop() waits with a deadline on the monotonic clock. */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&h->idle, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	h->reg = reg;
 	h->st = st;
 	h->sched = sched;
@@ -834,7 +826,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	if (o->token) {
 		h->token = strdup(o->token);
 		if (!h->token) {
-			free(h);
+			free_http(h);
 			return -ENOMEM;
 		}
 	}
@@ -845,12 +837,12 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+		MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
 		MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
 	if (!h->d) {
 		int err = errno ? -errno : -EADDRINUSE;
 
-		free(h->token);
-		free(h);
+		free_http(h);
 		return err;
 	}
 	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -861,11 +853,21 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 
 void http_stop(struct http *h)
 {
+	MHD_socket listen_fd;
+
 	if (!h)
 		return;
-	/* Stops listening, then waits for the pool to finish its requests. */
-	MHD_quiesce_daemon(h->d);
+	/* Stop listening; let the requests in flight finish and their
+	 * answers go out (stopping the pool at once would drop them). */
+	listen_fd = MHD_quiesce_daemon(h->d);
+	/* A quiesced socket still completes handshakes into its backlog:
+	 * shut it down, so that new clients are refused at once instead of
+	 * waiting for a reset. It is closed only after the pool stopped. */
+	if (listen_fd != MHD_INVALID_SOCKET)
+		shutdown(listen_fd, SHUT_RDWR);
+	drain(h);
 	MHD_stop_daemon(h->d);
-	free(h->token);
-	free(h);
+	if (listen_fd != MHD_INVALID_SOCKET)
+		close(listen_fd);
+	free_http(h);
 }

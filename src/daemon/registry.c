@@ -20,6 +20,7 @@
 #include "collect.h"
 #include "handler.h"
 #include "log.h"
+#include "nspid.h"
 #include "procfs.h"
 #include "registry.h"
 #include "wire.h"
@@ -270,6 +271,10 @@ static void register_agent(struct registry *r, struct pending *p,
 	memcpy(t->comm, h->comm, sizeof(t->comm));
 	t->cmdline = strdup(h->cmdline);
 	t->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	/* The agent says its pid as its own pid namespace has it: one that
+	 * is not SO_PEERCRED's, like another namespace inode, means that
+	 * the tids of its dumps need translating. */
+	t->foreign_ns = h->pid != p->pid || nspid_foreign(p->pid);
 	close_pending(r, p); /* its fd is -1 now: only the entry goes */
 	ev.data.ptr = t;
 	if (!t->cmdline || epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ||
@@ -278,8 +283,8 @@ static void register_agent(struct registry *r, struct pending *p,
 		target_put(t);
 		return;
 	}
-	log_info("registered pid %d (%s), signal %d", (int)t->pid, t->comm,
-		 t->signo);
+	log_info("registered pid %d (%s), signal %d%s", (int)t->pid, t->comm,
+		 t->signo, t->foreign_ns ? ", in another pid namespace" : "");
 }
 
 static void read_hello(struct registry *r, struct pending *p)
@@ -688,6 +693,24 @@ static int dump_self(int timeout_ms, struct sw_dump **out)
 	return collect_self(&co, ips, n, out);
 }
 
+/*
+ * Turns the tids of *out, the agent's, into the daemon's. When that
+ * fails the dump is freed and the error returned (-ECONNRESET when the
+ * process is gone): ids that name other processes are never shown.
+ */
+static int translate_tids(struct target *t, struct sw_dump **out)
+{
+	int rc = nspid_translate(t->pid, *out);
+
+	if (rc == 0)
+		return 0;
+	log_info("pid %d: cannot translate its thread ids: %s", (int)t->pid,
+		 sw_strerror(rc));
+	sw_dump_free(*out);
+	*out = NULL;
+	return rc == -ESRCH ? -ECONNRESET : rc;
+}
+
 int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 {
 	struct wire_dump_req req = { .timeout_ms = (uint32_t)timeout_ms,
@@ -710,6 +733,8 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 	wire_out_release(&o);
 	if (rc == 0)
 		rc = await_answer(t, t->seq, deadline, out);
+	if (rc == 0 && t->foreign_ns)
+		rc = translate_tids(t, out);
 	if (rc == -ECONNRESET) {
 		/* Gone or broken: the listener drops it on the hangup. */
 		atomic_store(&t->dead, true);

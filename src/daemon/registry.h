@@ -31,7 +31,8 @@ struct target {
 	pid_t pid; /* as the daemon sees it (SO_PEERCRED) */
 	uid_t uid;
 	int signo;
-	bool self; /* the daemon itself: dumped in-process */
+	bool self;	 /* the daemon itself: dumped in-process */
+	bool foreign_ns; /* in another pid namespace: tids translated */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
 	struct timespec registered_at;	 /* CLOCK_REALTIME */
@@ -106,7 +107,9 @@ bool target_alive(const struct target *t);
  * raw dump, -ETIMEDOUT when the agent did not answer in time (a late answer
  * is discarded when the next request reads past it), -ECONNRESET when the
  * agent is gone or broke the protocol (it is then dropped), or the agent's
- * own error (SW_EHANDLER...). Serialized per target; blocks.
+ * own error (SW_EHANDLER...). For a target in another pid namespace the
+ * thread ids of *out are the daemon's (nspid.h). Serialized per target;
+ * blocks.
  */
 int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out);
 

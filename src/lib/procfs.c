@@ -73,8 +73,7 @@ int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out)
 	return 0;
 }
 
-/* Points at the value of "KEY:" at the start of a line, or NULL. */
-static const char *status_value(const char *buf, size_t len, const char *key)
+const char *procfs_status_value(const char *buf, size_t len, const char *key)
 {
 	size_t klen = strlen(key);
 	const char *p = buf, *end = buf + len;
@@ -98,7 +97,7 @@ static const char *status_value(const char *buf, size_t len, const char *key)
 int procfs_parse_status_hex(const char *buf, size_t len, const char *key,
 			    uint64_t *out)
 {
-	const char *p = status_value(buf, len, key), *end = buf + len;
+	const char *p = procfs_status_value(buf, len, key), *end = buf + len;
 	uint64_t v = 0;
 	int digits = 0;
 
@@ -128,7 +127,7 @@ int procfs_parse_status_hex(const char *buf, size_t len, const char *key,
 int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
 			    int64_t *out)
 {
-	const char *p = status_value(buf, len, key), *end = buf + len;
+	const char *p = procfs_status_value(buf, len, key), *end = buf + len;
 	bool neg = false;
 	uint64_t v;
 
@@ -236,8 +235,8 @@ fail_errno:
 int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
 			     uint64_t *sigblk)
 {
-	const char *name = status_value(buf, len, "Name");
-	const char *state = status_value(buf, len, "State");
+	const char *name = procfs_status_value(buf, len, "Name");
+	const char *state = procfs_status_value(buf, len, "State");
 	const char *end = buf + len;
 	size_t n = 0;
 

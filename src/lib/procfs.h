@@ -25,6 +25,13 @@ struct procfs_task {
 int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out);
 
 /*
+ * Points at the value of "KEY:" at the start of a line of a status file
+ * (after the colon and any blanks), or NULL when no line has that key.
+ * The value runs to the next newline or to buf + len.
+ */
+const char *procfs_status_value(const char *buf, size_t len, const char *key);
+
+/*
  * Finds "KEY:\t<value>" in the text of a status file and parses the value
  * as hexadecimal (SigBlk) or decimal (TracerPid). 0, -ENOENT when the key
  * is missing, SW_EFORMAT when the value is malformed.

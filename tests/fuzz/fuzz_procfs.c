@@ -1,7 +1,7 @@
 /*
  * fuzz_procfs.c - libFuzzer target for the /proc parsers: stat and status
- * lines of a task, and lines of /proc/PID/maps. Their input is text the
- * kernel writes, but a task name is chosen by the program itself.
+ * lines of a task (NSpid included), and lines of /proc/PID/maps. Their input is
+ * text the kernel writes, but a task name is chosen by the program itself.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../src/daemon/modfile.h"
+#include "../../src/daemon/nspid.h"
 #include "procfs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,12 +21,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mapping_info mi;
 	uint64_t blk;
 	int64_t v;
+	pid_t outer, inner;
 	char *line;
 
 	procfs_parse_stat(buf, size, &t);
 	procfs_parse_status_task(buf, size, &t, &blk);
 	procfs_parse_status_hex(buf, size, "SigBlk", &blk);
 	procfs_parse_status_dec(buf, size, "TracerPid", &v);
+	nspid_parse(buf, size, &outer, &inner);
 	line = malloc(size + 1);
 	if (!line)
 		return 0;

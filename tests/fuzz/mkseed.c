@@ -1,8 +1,9 @@
 /*
  * mkseed.c - writes seed inputs for the fuzzers into a directory: valid
  * messages of every type (a real dump of this process included), task
- * stat and status files and maps lines, so the fuzzers start from the
- * shapes they must survive mutations of.
+ * stat and status files and maps lines, query strings of the daemon's
+ * requests, so the fuzzers start from the shapes they must survive
+ * mutations of.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,11 @@ static int write_file(const char *dir, const char *name, const void *p,
 	return fclose(f);
 }
 
+static void write_seed(const char *dir, const char *name, const char *s)
+{
+	write_file(dir, name, s, strlen(s));
+}
+
 static void copy_proc(const char *dir, const char *src, const char *name)
 {
 	char buf[8192];
@@ -54,8 +60,9 @@ int main(int argc, char **argv)
 	struct sw_dump *d;
 	struct wire_out w;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: mkseed WIRE_DIR PROC_DIR\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr,
+			"usage: mkseed WIRE_DIR PROC_DIR [QUERY_DIR]\n");
 		return 2;
 	}
 	wire_out_init(&w);
@@ -76,5 +83,16 @@ int main(int argc, char **argv)
 	copy_proc(argv[2], "/proc/self/stat", "stat");
 	copy_proc(argv[2], "/proc/self/status", "status");
 	copy_proc(argv[2], "/proc/self/maps", "maps");
+	/* A task in a pid namespace two levels down. */
+	write_seed(argv[2], "status-nspid", "Name:\tx\nNSpid:\t4242\t17\t1\n");
+	if (argc == 4) {
+		write_seed(argv[3], "stacks",
+			   "pid=4242&format=json&symbols=0&timeout_ms=1500");
+		write_seed(argv[3], "page",
+			   "format=html&pid=7\ntext/html,application/json");
+		write_seed(argv[3], "diff",
+			   "pid=4242&since=2.5&timeout_ms=200");
+		write_seed(argv[3], "bad", "pid=-1&format=xml&since=1e9&x=y");
+	}
 	return 0;
 }

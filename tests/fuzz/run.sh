@@ -10,11 +10,12 @@ if [ ! -x "$dir/fuzz_wire" ]; then
 	echo "ok - # SKIP fuzzers not built (no clang with libFuzzer)"
 	exit 0
 fi
-mkdir -p "$dir/corpus/wire" "$dir/corpus/procfs" "$dir/crashes"
-"$dir/mkseed" "$dir/corpus/wire" "$dir/corpus/procfs" ||
+mkdir -p "$dir/corpus/wire" "$dir/corpus/procfs" "$dir/corpus/query" \
+	"$dir/crashes"
+"$dir/mkseed" "$dir/corpus/wire" "$dir/corpus/procfs" "$dir/corpus/query" ||
 	echo "not ok - writing the fuzz seeds"
 rc=0
-for f in wire procfs; do
+for f in wire procfs query; do
 	if "$dir/fuzz_$f" -max_total_time="$secs" -max_len=65536 \
 		-artifact_prefix="$dir/crashes/$f-" -print_final_stats=1 \
 		"$dir/corpus/$f" >"$dir/fuzz_$f.log" 2>&1; then

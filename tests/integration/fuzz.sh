@@ -1,4 +1,5 @@
 #!/bin/sh
 # fuzz.sh - a short pass of every libFuzzer target (the wire decoder, the
-# /proc and maps parsers): a crash is a failing test. make fuzz runs longer.
+# /proc and maps parsers, the HTTP request parameters): a crash is a
+# failing test. make fuzz runs longer.
 exec sh "$(dirname "$0")/../fuzz/run.sh" "$BUILD/fuzz" "${SW_FUZZ_SECONDS:-5}"

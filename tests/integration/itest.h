@@ -37,6 +37,20 @@ static inline const char *itest_build(void)
 	return b && *b ? b : "build";
 }
 
+/*
+ * Where the programs a test watches come from (the agent and the
+ * fixtures): $SW_TARGET_BUILD when set, else the build under test. A
+ * ThreadSanitizer run of the daemon points it at a plain build, since
+ * TSan defers signals in the programs it instruments (a spinning thread
+ * never takes our signal), which is no property of the daemon.
+ */
+static inline const char *itest_target_build(void)
+{
+	const char *b = getenv("SW_TARGET_BUILD");
+
+	return b && *b ? b : itest_build();
+}
+
 static inline void itest_sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -179,7 +193,7 @@ static inline pid_t itest_spawn_io(const struct itest_daemon *d,
 	pid_t pid;
 
 	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
-		 itest_build());
+		 itest_target_build());
 	if (out_fd && pipe(p) < 0)
 		return -1;
 	if (in_fd && pipe(q) < 0)

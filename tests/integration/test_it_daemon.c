@@ -2,8 +2,13 @@
  * test_it_daemon.c - the daemon end to end: the workload fixture under the
  * agent, dumped over HTTP as JSON, text and folded; the daemon's own entry;
  * a stopped target answered with 504 within its deadline; unregistered
- * pids are 404; SIGTERM exits 0.
+ * pids are 404; SIGTERM exits 0, also while a request waits on a target
+ * that cannot answer: new clients are refused, that request gets its 504
+ * first, and the daemon is gone within the request's deadline plus a
+ * margin.
  */
+#include <pthread.h>
+
 #include "itest.h"
 #include "tap.h"
 
@@ -185,6 +190,119 @@ static void check_stopped(const struct itest_daemon *d, pid_t pid)
 	cJSON_Delete(j);
 }
 
+/* A request made on a thread of its own, and what came of it. */
+struct pending_get {
+	const struct itest_daemon *d;
+	char path[128];
+	int rc;
+	int status;
+	cJSON *doc;
+	long done_ms; /* itest_now_ms() when the answer (or error) came */
+	char error[256];
+};
+
+static void *pending_get_main(void *arg)
+{
+	struct pending_get *g = arg;
+	struct http_response r;
+
+	memset(&r, 0, sizeof(r));
+	g->rc = itest_get(g->d, g->path, &r);
+	g->done_ms = itest_now_ms();
+	g->status = r.status;
+	g->doc = g->rc == 0 ? cJSON_Parse(r.body) : NULL;
+	snprintf(g->error, sizeof(g->error), "%s", r.error);
+	http_response_release(&r);
+	return NULL;
+}
+
+/*
+ * SIGTERM while a request waits for a stopped target (timeout_ms=1500):
+ * the design promises that the daemon finishes the requests in flight
+ * within their deadlines and exits 0. So the request gets its 504 JSON
+ * (not a reset), and the daemon exits 0 no later than the request's
+ * deadline (its timeout plus the daemon's 500 ms grace for an agent)
+ * plus a margin for a loaded machine.
+ */
+static void test_sigterm_in_flight(void)
+{
+	enum { TIMEOUT_MS = 1500, GRACE_MS = 500, MARGIN_MS = 1500 };
+	struct pending_get g = { .rc = -1 };
+	struct itest_daemon d;
+	char bin[256], *argv[3];
+	int out = -1, st = 0;
+	long t0, t_term, t_exit = -1;
+	pthread_t th;
+	pid_t pid;
+
+	if (itest_daemon_start(&d) < 0) {
+		TAP_OK(0, "sigterm: the daemon starts");
+		return;
+	}
+	snprintf(bin, sizeof(bin), "%s/fixtures/agent_target", itest_build());
+	argv[0] = bin;
+	argv[1] = (char *)"sigwait";
+	argv[2] = NULL;
+	pid = itest_spawn(&d, argv, &out);
+	if (!TAP_OK(itest_wait_line(out, "ready") &&
+			    itest_wait_registered(&d, pid, 10000),
+		    "sigterm: a target registered"))
+		goto out_kill;
+	kill(pid, SIGSTOP);
+	g.d = &d;
+	snprintf(g.path, sizeof(g.path), "/api/v1/stacks?pid=%d&timeout_ms=%d",
+		 (int)pid, TIMEOUT_MS);
+	t0 = itest_now_ms();
+	pthread_create(&th, NULL, pending_get_main, &g);
+	itest_sleep_ms(400); /* the request is waiting for the agent */
+	t_term = itest_now_ms();
+	kill(d.pid, SIGTERM);
+	itest_sleep_ms(200);
+	{
+		struct http_response r;
+		int rc;
+
+		memset(&r, 0, sizeof(r));
+		rc = itest_get(&d, "/healthz", &r);
+		TAP_OK(rc == -ECONNREFUSED,
+		       "sigterm: meanwhile a new client is refused at once "
+		       "(rc %d: %s)",
+		       rc, rc ? r.error : "answered");
+		http_response_release(&r);
+	}
+	for (long end = t0 + 15000; itest_now_ms() < end;) {
+		if (waitpid(d.pid, &st, WNOHANG) == d.pid) {
+			t_exit = itest_now_ms();
+			d.pid = 0;
+			break;
+		}
+		itest_sleep_ms(5);
+	}
+	pthread_join(th, NULL);
+	TAP_OK(t_exit >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "sigterm: the daemon exits 0 with a request in flight "
+	       "(status 0x%x)",
+	       st);
+	TAP_OK(t_exit >= 0 && t_exit - t0 <= TIMEOUT_MS + GRACE_MS + MARGIN_MS,
+	       "sigterm: it was gone %ld ms after SIGTERM, %ld ms after the "
+	       "request (bound: %d + %d + %d ms)",
+	       t_exit - t_term, t_exit - t0, TIMEOUT_MS, GRACE_MS, MARGIN_MS);
+	TAP_OK(g.rc == 0 && g.status == 504 && g.doc &&
+		       cJSON_IsString(cJSON_GetObjectItem(g.doc, "error")),
+	       "sigterm: the request in flight got its 504 JSON, %ld ms after "
+	       "it was made (rc %d, status %d, %s)",
+	       g.done_ms - t0, g.rc, g.status, g.rc ? g.error : "answered");
+	cJSON_Delete(g.doc);
+	kill(pid, SIGCONT);
+out_kill:
+	itest_kill(pid);
+	if (out >= 0)
+		close(out);
+	if (d.pid > 0)
+		itest_daemon_stop(&d);
+	itest_daemon_cleanup(&d);
+}
+
 int main(void)
 {
 	struct itest_daemon d;
@@ -246,5 +364,6 @@ int main(void)
 	TAP_OK(!itest_registered(&d, pid), "a dead target is unregistered");
 	TAP_OK(itest_daemon_stop(&d) == 0, "SIGTERM: the daemon exits 0");
 	itest_daemon_cleanup(&d);
+	test_sigterm_in_flight();
 	return tap_done();
 }

@@ -12,13 +12,42 @@
  *  - watchdog: a spinner flagged "spinning", a vfork parent (state D)
  *    "blocked-in-kernel", idle waiters never;
  *  - diff: exactly the thread that moved shows as changed.
+ *
+ * Every daemon must exit 0 on SIGTERM, which a sanitizer that reported
+ * anything (ThreadSanitizer exits 66) prevents. Under ThreadSanitizer
+ * (make tsan-sched), the daemon's metadata makes its RSS grow with every
+ * synchronization, so the qpid bound is looser; and the fixtures must
+ * come from a plain build (SW_TARGET_BUILD): TSan defers a signal until
+ * the thread it instruments reaches one of its interceptors, so a
+ * spinning thread never answers a dump, which the watchdog and the diff
+ * need. Without that (make tsan) those two are skipped.
  */
 #include <pthread.h>
 
 #include "itest.h"
 #include "tap.h"
 
+#if defined(__SANITIZE_THREAD__)
+/* Measured: some 200 kB/s in this scenario under TSan; a plain build
+ * stays within 0.3 MB over the 10 s. Still far below a real leak. */
+#define QPID_RSS_SLACK_KB (16 * 1024)
+#else
+#define QPID_RSS_SLACK_KB 4096
+#endif
+
 static char fixture[256];
+
+/* True when the fixtures are built with TSan, which defers our signal. */
+static bool fixtures_defer_signals(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	const char *t = getenv("SW_TARGET_BUILD");
+
+	return !t || !*t;
+#else
+	return false;
+#endif
+}
 
 static pid_t spawn(const struct itest_daemon *d, char **args, int *out, int *in)
 {
@@ -113,9 +142,10 @@ static void test_qpid(void)
 	TAP_OK(max_depth >= 0 && max_depth <= 9,
 	       "qpid: queue depth never above the 9 targets (max %g, now %g)",
 	       max_depth, depth);
-	TAP_OK(rss0 > 0 && rss1 - rss0 < 4096,
-	       "qpid: daemon RSS flat over 10 s (%ld kB -> %ld kB)", rss0,
-	       rss1);
+	TAP_OK(rss0 > 0 && rss1 - rss0 < QPID_RSS_SLACK_KB,
+	       "qpid: daemon RSS flat over 10 s (%ld kB -> %ld kB, limit +%d "
+	       "kB)",
+	       rss0, rss1, QPID_RSS_SLACK_KB);
 	TAP_NOTE("qpid: RSS %ld -> %ld kB, max queue depth %g", rss0, rss1,
 		 max_depth);
 	for (int i = 0; i < 8; i++) {
@@ -123,7 +153,9 @@ static void test_qpid(void)
 		itest_kill(pids[i]);
 		close(outs[i]);
 	}
-	itest_daemon_stop(&d);
+	TAP_OK(itest_daemon_stop(&d) == 0,
+	       "qpid: the daemon exits 0 on SIGTERM, no sanitizer report at "
+	       "exit");
 	itest_daemon_cleanup(&d);
 }
 
@@ -231,7 +263,9 @@ static void test_starvation(void)
 		itest_kill(good[i]);
 		close(outs[i]);
 	}
-	itest_daemon_stop(&d);
+	TAP_OK(itest_daemon_stop(&d) == 0, "starvation: the daemon exits 0 on "
+					   "SIGTERM, no sanitizer report at "
+					   "exit");
 	itest_daemon_cleanup(&d);
 }
 
@@ -275,7 +309,8 @@ static void test_coalescing(void)
 		TAP_OK(0, "coalescing: daemon starts");
 		return;
 	}
-	snprintf(bin, sizeof(bin), "%s/fixtures/workload", itest_build());
+	snprintf(bin, sizeof(bin), "%s/fixtures/workload",
+		 itest_target_build());
 	argv[0] = bin;
 	argv[1] = (char *)"serve";
 	argv[2] = NULL;
@@ -307,7 +342,9 @@ static void test_coalescing(void)
 		 metric(&d, "stackwatch_requests_cached_total"));
 	itest_kill(pid);
 	close(out);
-	itest_daemon_stop(&d);
+	TAP_OK(itest_daemon_stop(&d) == 0, "coalescing: the daemon exits 0 on "
+					   "SIGTERM, no sanitizer report at "
+					   "exit");
 	itest_daemon_cleanup(&d);
 }
 
@@ -396,7 +433,9 @@ static void test_watchdog(void)
 	itest_kill(pid);
 	close(out);
 	close(in);
-	itest_daemon_stop(&d);
+	TAP_OK(itest_daemon_stop(&d) == 0, "watchdog: the daemon exits 0 on "
+					   "SIGTERM, no sanitizer report at "
+					   "exit");
 	itest_daemon_cleanup(&d);
 }
 
@@ -453,16 +492,24 @@ static void test_diff(void)
 	itest_kill(pid);
 	close(out);
 	close(in);
-	itest_daemon_stop(&d);
+	TAP_OK(itest_daemon_stop(&d) == 0,
+	       "diff: the daemon exits 0 on SIGTERM, no sanitizer report at "
+	       "exit");
 	itest_daemon_cleanup(&d);
 }
 
 int main(void)
 {
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
-		 itest_build());
-	test_diff();
-	test_watchdog();
+		 itest_target_build());
+	if (fixtures_defer_signals()) {
+		TAP_SKIP("diff and watchdog: the fixtures are built with "
+			 "ThreadSanitizer, which defers the dump signal (make "
+			 "tsan-sched runs them)");
+	} else {
+		test_diff();
+		test_watchdog();
+	}
 	test_coalescing();
 	test_starvation();
 	test_qpid();

@@ -1,0 +1,153 @@
+/*
+ * nspid.c - tids of a target in another pid namespace, translated from the
+ * kernel's NSpid lines (nspid.h).
+ *
+ * What /proc says is treated like anything else from outside: reads are
+ * bounded (one page per status file, at most SW_MAX_THREADS tasks) and the
+ * parser accepts any bytes.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nspid.h"
+#include "procfs.h"
+
+int nspid_parse(const char *buf, size_t len, pid_t *outer, pid_t *inner)
+{
+	const char *p = procfs_status_value(buf, len, "NSpid");
+	const char *end = buf + len;
+	int levels = 0;
+
+	if (!p)
+		return -ENOENT;
+	while (p < end && *p != '\n') {
+		uint64_t v = 0;
+		int digits = 0;
+
+		for (; p < end && *p >= '0' && *p <= '9'; p++) {
+			v = v * 10 + (uint64_t)(*p - '0');
+			if (++digits > 10)
+				return SW_EFORMAT;
+		}
+		if (!digits || v == 0 || v > INT32_MAX ||
+		    ++levels > NSPID_MAX_LEVELS)
+			return SW_EFORMAT;
+		if (levels == 1)
+			*outer = (pid_t)v;
+		*inner = (pid_t)v;
+		/* Ids are separated by a tab (blanks tolerated); a blank
+		 * at the end of the line is not an id. */
+		while (p < end && (*p == '\t' || *p == ' '))
+			p++;
+	}
+	return levels ? 0 : SW_EFORMAT;
+}
+
+bool nspid_foreign(pid_t pid)
+{
+	char path[64];
+	struct stat self, other;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	if (stat("/proc/self/ns/pid", &self) < 0 || stat(path, &other) < 0)
+		return false;
+	return self.st_dev != other.st_dev || self.st_ino != other.st_ino;
+}
+
+/* A task's id in its own namespace and in the daemon's. */
+struct idpair {
+	pid_t inner;
+	pid_t outer;
+};
+
+static int cmp_inner(const void *a, const void *b)
+{
+	pid_t x = ((const struct idpair *)a)->inner;
+	pid_t y = ((const struct idpair *)b)->inner;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The inner-to-outer ids of the tasks under taskfd (/proc/PID/task),
+ * sorted by inner id. *out is malloc'd. A task that exits while it is
+ * read, or whose NSpid line does not name itself first, is left out.
+ */
+static int read_ids(int taskfd, struct idpair **out, size_t *n)
+{
+	struct idpair *ids;
+	pid_t *tids;
+	size_t ntids, cnt = 0;
+	int rc;
+
+	rc = procfs_list_tasks(taskfd, SW_MAX_THREADS, &tids, &ntids);
+	if (rc < 0)
+		return rc;
+	ids = malloc((ntids ? ntids : 1) * sizeof(*ids));
+	if (!ids) {
+		free(tids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ntids; i++) {
+		char path[32], buf[4096];
+		pid_t outer, inner;
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "%d/status", (int)tids[i]);
+		len = procfs_read_at(taskfd, path, buf, sizeof(buf));
+		if (len < 0 ||
+		    nspid_parse(buf, (size_t)len, &outer, &inner) < 0 ||
+		    outer != tids[i])
+			continue;
+		ids[cnt].inner = inner;
+		ids[cnt++].outer = outer;
+	}
+	free(tids);
+	qsort(ids, cnt, sizeof(*ids), cmp_inner);
+	*out = ids;
+	*n = cnt;
+	return 0;
+}
+
+int nspid_translate(pid_t pid, struct sw_dump *d)
+{
+	struct idpair *ids;
+	char path[64];
+	size_t n;
+	int taskfd, rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	taskfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (taskfd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	rc = read_ids(taskfd, &ids, &n);
+	close(taskfd);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+		struct idpair key = { .inner = t->tid };
+		const struct idpair *hit =
+			bsearch(&key, ids, n, sizeof(*ids), cmp_inner);
+
+		if (hit) {
+			t->tid = hit->outer;
+			continue;
+		}
+		t->tid = 0;
+		free(t->ips);
+		t->ips = NULL;
+		t->nips = 0;
+		dump_thread_set_error(t, SW_ST_EXITED,
+				      "the thread exited before its id in "
+				      "the daemon's pid namespace was read");
+	}
+	free(ids);
+	return 0;
+}

@@ -1,0 +1,57 @@
+/*
+ * nspid.h - thread ids of a target that lives in another pid namespace
+ * (a container), turned into the ids the daemon sees.
+ *
+ * The agent lists its threads in its own /proc/self/task, so inside a pid
+ * namespace of its own every tid it reports is the namespace's: 1 for its
+ * main thread, small numbers that name other processes (or nothing) in
+ * the daemon's namespace. The pid of the target itself is right already
+ * (SO_PEERCRED, translated by the kernel). The kernel also tells every
+ * task's id at each level: the "NSpid:" line of /proc/PID/task/TID/status
+ * lists it from the namespace of the reader's /proc down to the task's
+ * own. The daemon reads those lines and rewrites the tids of the dump.
+ */
+#ifndef SWD_NSPID_H
+#define SWD_NSPID_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "dump.h"
+
+#define NSPID_MAX_LEVELS 32 /* the kernel's MAX_PID_NS_LEVEL */
+
+/*
+ * Parses the "NSpid:" line of the text of a status file (len bytes, any
+ * bytes are safe): *outer gets the first id (the namespace of the /proc
+ * that was read), *inner the last (the task's own namespace); they are
+ * equal for a task in the reader's namespace. Returns 0, -ENOENT when
+ * there is no NSpid line (kernels before 4.1), or SW_EFORMAT when it is
+ * malformed: empty, an id that is not a decimal from 1 to INT32_MAX, or
+ * more than NSPID_MAX_LEVELS ids.
+ */
+int nspid_parse(const char *buf, size_t len, pid_t *outer, pid_t *inner);
+
+/*
+ * True when process pid (as the daemon sees it) is in a pid namespace
+ * other than the daemon's: the inodes of /proc/self/ns/pid and
+ * /proc/PID/ns/pid differ. False when that cannot be read (the caller has
+ * other clues: the pid the agent says it has). Blocks briefly (stat).
+ */
+bool nspid_foreign(pid_t pid);
+
+/*
+ * Rewrites the tid of every thread of d, a raw dump of process pid taken
+ * in the process's own pid namespace, to the tid the daemon sees, from
+ * the NSpid lines of /proc/PID/task/TID/status. A thread whose id cannot
+ * be translated (it exited since the dump, so its task is gone) gets tid
+ * 0, which names no thread, and status exited, and loses its stack: a tid
+ * of the namespace, which may name another process here, is never shown.
+ * Returns 0, or a negative errno when the task list cannot be read (-ESRCH:
+ * the process is gone; d is left as it was). Blocks (reads /proc once per
+ * thread).
+ */
+int nspid_translate(pid_t pid, struct sw_dump *d);
+
+#endif /* SWD_NSPID_H */

@@ -1,0 +1,66 @@
+/*
+ * query.h - the parameters of the daemon's HTTP requests, read and
+ * validated apart from the HTTP library, so that they can be fuzzed.
+ *
+ * The HTTP layer (http.c) looks the raw values up, already URL-decoded,
+ * and hands them over; these functions decide what the request asked for
+ * or why it is invalid (the reason becomes a 400). Unknown parameters are
+ * never looked at, so they are ignored, as INTERFACE.md says.
+ */
+#ifndef SWD_QUERY_H
+#define SWD_QUERY_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define QUERY_MAX_TIMEOUT_MS 10000
+#define QUERY_MAX_SINCE_S 86400
+
+enum query_format { QUERY_HTML, QUERY_JSON, QUERY_TEXT, QUERY_FOLDED };
+
+/* The raw values of a request: NUL-terminated, NULL when absent. */
+struct query_args {
+	const char *pid;
+	const char *format;
+	const char *symbols;
+	const char *timeout_ms;
+	const char *since;
+	const char *accept; /* the Accept header */
+};
+
+/* What a stacks request (/stacks, /api/v1/stacks) asked for. */
+struct query_stacks {
+	pid_t pid; /* 0: every target */
+	enum query_format format;
+	bool symbols;
+	int timeout_ms;
+};
+
+/* What a diff request (/api/v1/diff) asked for. */
+struct query_diff {
+	pid_t pid;
+	double since; /* seconds */
+	int timeout_ms;
+};
+
+/*
+ * Reads a stacks request: pid (a positive integer), format (json, text,
+ * folded; html too where dflt is QUERY_HTML, whose Accept header may ask
+ * for JSON instead), symbols (0 or 1), timeout_ms (1 to 10000, else
+ * default_timeout_ms). Returns NULL with *q filled, or the reason the
+ * request is invalid (a static sentence); q->format is then still the
+ * format the error should be written in. Never fails on any bytes.
+ */
+const char *query_parse_stacks(const struct query_args *a,
+			       enum query_format dflt, int default_timeout_ms,
+			       struct query_stacks *q);
+
+/*
+ * Reads a diff request: pid (required, a positive integer), since
+ * (required, seconds from 0 to 86400), timeout_ms (as above). Returns
+ * NULL with *q filled, or the reason the request is invalid.
+ */
+const char *query_parse_diff(const struct query_args *a, int default_timeout_ms,
+			     struct query_diff *q);
+
+#endif /* SWD_QUERY_H */
