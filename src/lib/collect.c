@@ -48,8 +48,21 @@ static struct collect_stats stats; /* under collect_lock */
  * Every other thread (new ones, blocked ones, the first dump) is read
  * first, and never signalled while it blocks the signal.
  */
-static pid_t *answered;
+struct known {
+	pid_t tid;
+	char name[SW_COMM_MAX];
+};
+static struct known *answered;
 static size_t nanswered;
+
+/*
+ * A handler's name costs a system call (PR_GET_NAME), which in a guest is
+ * a good part of the whole round trip: dumps less than
+ * COLLECT_NAME_REFRESH_NS after the last one that asked for names reuse
+ * the names the threads had then (under collect_lock).
+ */
+#define COLLECT_NAME_REFRESH_NS 1000000000ull
+static uint64_t names_at_ns;
 
 /* One dump in progress. */
 struct run {
@@ -66,6 +79,7 @@ struct run {
 	bool usable[HANDLER_SLOTS]; /* false: quarantined */
 	bool *settled;		    /* per thread: has its final status */
 	bool *unread;		    /* per thread: signalled without /proc */
+	const struct known **known; /* per thread: as the last dump saw it */
 	size_t *recheck;	    /* threads seen blocking the signal once */
 	size_t nrecheck;
 	size_t rechecked; /* how many of them were started again */
@@ -81,6 +95,7 @@ static void atfork_child(void)
 {
 	pthread_mutex_init(&collect_lock, NULL);
 	nanswered = 0; /* other threads' tids */
+	names_at_ns = 0;
 	for (int s = 0; s < HANDLER_SLOTS; s++)
 		atomic_store(&handler_slots[s].word, SLOT_WORD(0, SLOT_FREE));
 	loader_gate_atfork_child();
@@ -171,8 +186,13 @@ static void harvest_slot(struct run *r, int s)
 		t->utime_ms = sl->utime_us / 1000;
 		t->stime_ms = sl->stime_us / 1000;
 		t->status = SW_ST_OK;
-		if (r->unread[r->owner[s]] && sl->name[0]) {
-			memcpy(t->name, sl->name, sizeof(t->name));
+		if (r->unread[r->owner[s]]) {
+			const struct known *k = r->known[r->owner[s]];
+
+			if (sl->name[0])
+				memcpy(t->name, sl->name, sizeof(t->name));
+			else if (k)
+				memcpy(t->name, k->name, sizeof(t->name));
 			t->name[sizeof(t->name) - 1] = '\0';
 			t->state = sl->state;
 		}
@@ -501,17 +521,18 @@ static int cmp_tid(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static bool answered_before(pid_t tid)
+static const struct known *answered_before(pid_t tid)
 {
-	return nanswered &&
-	       bsearch(&tid, answered, nanswered, sizeof(pid_t), cmp_tid);
+	if (!nanswered)
+		return NULL;
+	return bsearch(&tid, answered, nanswered, sizeof(*answered), cmp_tid);
 }
 
 /* Keeps the threads that answered this dump for the next one. */
 static void note_answered(const struct sw_dump *d)
 {
-	pid_t *v = realloc(answered,
-			   (d->nthreads ? d->nthreads : 1) * sizeof(pid_t));
+	struct known *v = realloc(answered, (d->nthreads ? d->nthreads : 1) *
+						    sizeof(*answered));
 	size_t n = 0;
 
 	if (!v) {
@@ -519,10 +540,15 @@ static void note_answered(const struct sw_dump *d)
 		return;
 	}
 	answered = v;
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (d->threads[i].status == SW_ST_OK)
-			answered[n++] = d->threads[i].tid;
-	qsort(answered, n, sizeof(pid_t), cmp_tid);
+	for (size_t i = 0; i < d->nthreads; i++) {
+		if (d->threads[i].status != SW_ST_OK)
+			continue;
+		answered[n].tid = d->threads[i].tid;
+		memcpy(answered[n].name, d->threads[i].name,
+		       sizeof(answered[n].name));
+		n++;
+	}
+	qsort(answered, n, sizeof(*answered), cmp_tid);
 	nanswered = n;
 }
 
@@ -542,7 +568,9 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
 	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
 	r->unread = calloc(n ? n : 1, sizeof(*r->unread));
-	if (!d->threads || !r->settled || !r->recheck || !r->unread) {
+	r->known = calloc(n ? n : 1, sizeof(*r->known));
+	if (!d->threads || !r->settled || !r->recheck || !r->unread ||
+	    !r->known) {
 		free(tids);
 		return -ENOMEM;
 	}
@@ -557,7 +585,8 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 		t->group = -1;
 		t->unchanged_s = -1;
 		t->status = SW_ST_TIMEOUT; /* until it answers */
-		r->unread[i] = answered_before(t->tid);
+		r->known[i] = answered_before(t->tid);
+		r->unread[i] = r->known[i] != NULL;
 		if (t->tid == self) {
 			r->settled[i] = true;
 			if (procfs_read_task(r->taskfd, self, &pt, NULL) == 0)
@@ -669,6 +698,12 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	 */
 	stackmap_refresh();
 	reclaim_slots(&r);
+	if (start_ns - names_at_ns >= COLLECT_NAME_REFRESH_NS) {
+		names_at_ns = start_ns;
+		atomic_store(&handler_want_name, 1);
+	} else {
+		atomic_store(&handler_want_name, 0);
+	}
 	if (loader_gate_hold(r.deadline_ns) == 0) {
 		signal_all(&r);
 		loader_gate_release();
@@ -684,6 +719,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
+	free(r.known);
 	close(r.taskfd);
 	pthread_mutex_unlock(&collect_lock);
 	*out = r.d;
@@ -693,6 +729,7 @@ out_close:
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
+	free(r.known);
 	close(r.taskfd);
 out_free:
 	sw_dump_free(r.d);

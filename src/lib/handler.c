@@ -38,6 +38,7 @@ _Atomic uint32_t handler_done_seq;
 __thread volatile int handler_depth __attribute__((tls_model("initial-exec")));
 
 volatile int handler_empty;
+_Atomic int handler_want_name;
 static int installed_signo;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static int install_result;
@@ -231,7 +232,10 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 			   (uintptr_t)__builtin_frame_address(0));
 		cpu_times(s);
 		s->state = interrupted_state(ctx);
-		if (syscall(SYS_prctl, PR_GET_NAME, s->name, 0, 0, 0) < 0)
+		s->name[0] = '\0';
+		if (atomic_load_explicit(&handler_want_name,
+					 memory_order_relaxed) &&
+		    syscall(SYS_prctl, PR_GET_NAME, s->name, 0, 0, 0) < 0)
 			s->name[0] = '\0';
 	}
 	atomic_store_explicit(&s->word, SLOT_WORD(cookie >> 8, SLOT_DONE),

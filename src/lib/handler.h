@@ -48,7 +48,7 @@ struct slot {
 	uint64_t captured_ns;
 	uint64_t utime_us; /* the thread's CPU time, from getrusage */
 	uint64_t stime_us;
-	char name[16]; /* the thread's name (comm), from prctl */
+	char name[16]; /* its name (PR_GET_NAME) if asked, else "" */
 	char state;    /* 'S' interrupted in a system call, else 'R' */
 	uint64_t ips[SW_MAX_FRAMES];
 };
@@ -70,6 +70,9 @@ extern __thread volatile int handler_depth
  * against.
  */
 extern volatile int handler_empty;
+
+/* Nonzero: handlers read their thread's name into the slot. */
+extern _Atomic int handler_want_name;
 
 /*
  * Installs the handler once per process: STACKWATCH_SIGNAL when set and

@@ -4,6 +4,9 @@
  * come from their own handler, and one that has blocked the signal since
  * is still reported blocked-signal, promptly, not after the deadline.
  *
+ * Names read by the handler are reused for a second; a thread renamed
+ * shows its new name after that.
+ *
  * Threads: a waiter on a condition variable, one in nanosleep, one in
  * epoll_wait, one in read() on a pipe, a spinner, and a "toggler" that
  * blocks and unblocks our signal with the raw system call on command (the
@@ -32,6 +35,7 @@ static atomic_bool stop;
 static atomic_int command; /* 0 idle, 1 block, 2 unblock */
 static atomic_int done_cmd;
 static atomic_int toggler_tid;
+static atomic_int rename_to; /* 1: the toggler renames itself */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int pipefd[2];
@@ -109,6 +113,10 @@ static void *toggler_main(void *arg)
 			syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL, 8);
 		if (c)
 			atomic_store(&done_cmd, c);
+		if (atomic_load(&rename_to)) {
+			pthread_setname_np(pthread_self(), "kt-renamed");
+			atomic_store(&rename_to, 0);
+		}
 		tu_sleep_ms(1);
 	}
 	return NULL;
@@ -213,12 +221,24 @@ int main(void)
 		sw_dump_free(d);
 	}
 
+	/* a new name shows once names are read again (a second at most) */
+	atomic_store(&rename_to, 1);
+	while (atomic_load(&rename_to))
+		tu_sleep_ms(1);
+	tu_sleep_ms(1100);
+	d = dump();
+	t = d ? by_tid(d, atomic_load(&toggler_tid)) : NULL;
+	TAP_OK(t && t->status == SW_ST_OK && strcmp(t->name, "kt-renamed") == 0,
+	       "renamed a second ago: shown under its new name (got %s)",
+	       t ? t->name : "-");
+	sw_dump_free(d);
+
 	/* it answered: the next dump signals it without looking */
 	send_command(1);
 	d = dump();
 	t = d ? by_tid(d, atomic_load(&toggler_tid)) : NULL;
 	TAP_OK(t && t->status == SW_ST_BLOCKED &&
-		       strcmp(t->name, "kt-toggler") == 0,
+		       strcmp(t->name, "kt-renamed") == 0,
 	       "blocked by a system call since the last dump: blocked-signal, "
 	       "named (got %s, %s)",
 	       t ? dump_status_name(t->status) : "missing", t ? t->name : "-");
