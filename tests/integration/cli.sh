@@ -10,25 +10,12 @@
 # shellcheck disable=SC2016
 set -u
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 sw=$BUILD/stackwatch
 agent=libstackwatch-agent.so
-failed=0
 
-ok() {
-	echo "ok - $*"
-}
-
-nok() {
-	echo "not ok - $*"
-	failed=$((failed + 1))
-}
-
-if [ ! -x "$sw" ]; then
-	nok "$sw is built"
-	exit 1
-fi
+need "$sw"
 
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

@@ -11,18 +11,8 @@
 # Prints one "ok - ..." or "not ok - ..." line per check.
 set -u
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-failed=0
-
-ok() {
-	echo "ok - $*"
-}
-
-nok() {
-	echo "not ok - $*"
-	failed=$((failed + 1))
-}
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 
 check() {
 	desc=$1

@@ -9,23 +9,10 @@
 # Prints one "ok - ..." or "not ok - ..." line per check.
 set -u
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-failed=0
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 
-ok() {
-	echo "ok - $*"
-}
-
-nok() {
-	echo "not ok - $*"
-	failed=$((failed + 1))
-}
-
-if [ ! -x "$BUILD/fixtures/demo" ]; then
-	nok "$BUILD/fixtures/demo is built"
-	exit 1
-fi
+need "$BUILD/fixtures/demo"
 
 tmp=$(mktemp -d) || exit 1
 script_pid=""

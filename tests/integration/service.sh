@@ -10,24 +10,11 @@
 # Prints one "ok - ..." or "not ok - ..." line per check.
 set -u
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/../tap.sh"
 swd=$BUILD/stackwatchd
-failed=0
 
-ok() {
-	echo "ok - $*"
-}
-
-nok() {
-	echo "not ok - $*"
-	failed=$((failed + 1))
-}
-
-if [ ! -x "$swd" ]; then
-	nok "$swd is built"
-	exit 1
-fi
+need "$swd"
 
 tmp=$(mktemp -d) || exit 1
 daemon_pid=""
