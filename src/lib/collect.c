@@ -166,6 +166,15 @@ static void fill_task(struct run *r, struct sw_thread *t,
 	t->stime_ms = pt->stime_ticks * 1000 / (uint64_t)r->ticks_per_s;
 }
 
+/* Fills t's name, state and CPU times from /proc, when it is still there. */
+static void read_task(struct run *r, struct sw_thread *t)
+{
+	struct procfs_task pt;
+
+	if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
+		fill_task(r, t, &pt);
+}
+
 /* Copies a published slot into its thread and frees the slot. */
 static void harvest_slot(struct run *r, int s)
 {
@@ -336,13 +345,14 @@ static void time_out(struct run *r, struct sw_thread *t, const char *why)
  */
 static void finish_at_deadline(struct run *r, const char *why_not)
 {
-	char why[96];
+	char no_answer[64];
+	const char *why = why_not;
 
-	if (why_not)
-		snprintf(why, sizeof(why), "%s", why_not);
-	else
-		snprintf(why, sizeof(why), "no answer within %d ms",
+	if (!why) {
+		snprintf(no_answer, sizeof(no_answer), "no answer within %d ms",
 			 r->d->timeout_ms);
+		why = no_answer;
+	}
 	for (size_t s = 0; s < r->window; s++) {
 		uint64_t w = SLOT_WORD(r->gen[s], SLOT_ARMED);
 		struct sw_thread *t;
@@ -362,12 +372,8 @@ static void finish_at_deadline(struct run *r, const char *why_not)
 			harvest_slot(r, (int)s);
 			continue;
 		}
-		if (r->unread[r->owner[s]]) {
-			struct procfs_task pt;
-
-			if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
-				fill_task(r, t, &pt);
-		}
+		if (r->unread[r->owner[s]])
+			read_task(r, t);
 		r->owner[s] = -1;
 		r->inflight--;
 		time_out(r, t, why);
@@ -376,12 +382,10 @@ static void finish_at_deadline(struct run *r, const char *why_not)
 		time_out(r, &r->d->threads[r->recheck[r->rechecked]], why);
 	for (; r->next < r->d->nthreads; r->next++) {
 		struct sw_thread *t = &r->d->threads[r->next];
-		struct procfs_task pt;
 
 		if (r->settled[r->next])
 			continue;
-		if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
-			fill_task(r, t, &pt);
+		read_task(r, t);
 		time_out(r, t, why);
 	}
 }
@@ -577,7 +581,6 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 	d->nthreads = n;
 	for (size_t i = 0; i < n; i++) {
 		struct sw_thread *t = &d->threads[i];
-		struct procfs_task pt;
 
 		t->tid = tids[i];
 		t->state = '?';
@@ -589,8 +592,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 		r->unread[i] = r->known[i] != NULL;
 		if (t->tid == self) {
 			r->settled[i] = true;
-			if (procfs_read_task(r->taskfd, self, &pt, NULL) == 0)
-				fill_task(r, t, &pt);
+			read_task(r, t);
 			t->ips = malloc((self_n ? self_n : 1) *
 					sizeof(uint64_t));
 			if (!t->ips) {
@@ -603,8 +605,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 			t->status = SW_ST_OK;
 		} else if (traced) {
 			r->settled[i] = true;
-			if (procfs_read_task(r->taskfd, t->tid, &pt, NULL) == 0)
-				fill_task(r, t, &pt);
+			read_task(r, t);
 			dump_thread_set_error(
 				t, SW_ST_SKIPPED,
 				"a debugger is attached to the process");
