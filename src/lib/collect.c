@@ -79,7 +79,6 @@ struct run {
 	bool usable[HANDLER_SLOTS]; /* false: quarantined */
 	bool *settled;		    /* per thread: has its final status */
 	bool *unread;		    /* per thread: signalled without /proc */
-	const struct known **known; /* per thread: as the last dump saw it */
 	size_t *recheck;	    /* threads seen blocking the signal once */
 	size_t nrecheck;
 	size_t rechecked; /* how many of them were started again */
@@ -196,12 +195,9 @@ static void harvest_slot(struct run *r, int s)
 		t->stime_ms = sl->stime_us / 1000;
 		t->status = SW_ST_OK;
 		if (r->unread[r->owner[s]]) {
-			const struct known *k = r->known[r->owner[s]];
-
+			/* else the name the last dump saw, set at the start */
 			if (sl->name[0])
 				memcpy(t->name, sl->name, sizeof(t->name));
-			else if (k)
-				memcpy(t->name, k->name, sizeof(t->name));
 			t->name[sizeof(t->name) - 1] = '\0';
 			t->state = sl->state;
 		}
@@ -572,24 +568,26 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
 	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
 	r->unread = calloc(n ? n : 1, sizeof(*r->unread));
-	r->known = calloc(n ? n : 1, sizeof(*r->known));
-	if (!d->threads || !r->settled || !r->recheck || !r->unread ||
-	    !r->known) {
+	if (!d->threads || !r->settled || !r->recheck || !r->unread) {
 		free(tids);
 		return -ENOMEM;
 	}
 	d->nthreads = n;
 	for (size_t i = 0; i < n; i++) {
 		struct sw_thread *t = &d->threads[i];
+		const struct known *known;
 
 		t->tid = tids[i];
 		t->state = '?';
-		t->name[0] = '?'; /* until /proc says: a thread may be gone */
+		t->name[0] = '?'; /* until told: a thread may be gone */
 		t->group = -1;
 		t->unchanged_s = -1;
 		t->status = SW_ST_TIMEOUT; /* until it answers */
-		r->known[i] = answered_before(t->tid);
-		r->unread[i] = r->known[i] != NULL;
+		known = answered_before(t->tid);
+		if (known) {
+			r->unread[i] = true;
+			memcpy(t->name, known->name, sizeof(t->name));
+		}
 		if (t->tid == self) {
 			r->settled[i] = true;
 			read_task(r, t);
@@ -720,7 +718,6 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
-	free(r.known);
 	close(r.taskfd);
 	pthread_mutex_unlock(&collect_lock);
 	*out = r.d;
@@ -730,7 +727,6 @@ out_close:
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
-	free(r.known);
 	close(r.taskfd);
 out_free:
 	sw_dump_free(r.d);
