@@ -174,14 +174,14 @@ $(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a \
 	    $(PKG_CFLAGS) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
 	    -rdynamic -o $@ $< $(BUILD)/libstackwatch.a $(SW_LDFLAGS) $(SW_LIBS)
 
-$(BUILD)/bench/%: tests/bench/%.c $(BUILD)/libstackwatch.a
+$(BUILD)/bench/%: tests/bench/%.c tests/bench/shapes.h $(BUILD)/libstackwatch.a
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS)
 
 # The daemon benchmark's target is a plain program: nothing of ours is
 # linked in, the agent is preloaded (tests/bench/daemon.sh).
-$(BUILD)/bench/bench_target: tests/bench/bench_target.c
+$(BUILD)/bench/bench_target: tests/bench/bench_target.c tests/bench/shapes.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 $(OPT) -pthread $(WARN) $(if $(WERROR),-Werror) -o $@ $<
 

@@ -5,12 +5,12 @@
  *
  *	bench_target N FILE
  *
- * Starts N threads in the shapes of bench_collect.c: SHAPES groups of
- * identical stacks (a thread pool's workers), and every DEEP_EVERY-th
- * thread DEEP_DEPTH frames deep in a static recursion, all parked in
- * pthread_cond_wait. One more thread, the heartbeat, wakes every 1 ms
- * (absolute CLOCK_MONOTONIC deadlines) and keeps the largest gap between
- * two consecutive wake-ups: how long the process was kept from running.
+ * Starts N threads in the shapes of shapes.h (bench_collect's): SHAPES groups
+ *of identical stacks (a thread pool's workers), and every DEEP_EVERY-th thread
+ *DEEP_DEPTH frames deep in a static recursion, all parked in pthread_cond_wait.
+ *One more thread, the heartbeat, wakes every 1 ms (absolute CLOCK_MONOTONIC
+ *deadlines) and keeps the largest gap between two consecutive wake-ups: how
+ *long the process was kept from running.
  *
  * Prints "ready" on stdout once every thread is parked. Then, on SIGUSR1,
  * writes "maxgap_us G beats B late L" to FILE (through FILE.tmp and a
@@ -40,82 +40,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shapes.h"
+
 #define STACK_SIZE (128 * 1024) /* 4000 threads fit in little memory */
-#define SHAPES 8
-#define DEEP_EVERY 10
-#define DEEP_DEPTH 30
 #define BEAT_NS 1000000L
 #define LATE_NS 2000000ull /* the limit on the pause */
-
-static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
-static int gate_ready;
-static int gate_open; /* never set */
 
 static _Atomic uint64_t max_gap_ns;
 static _Atomic uint64_t beats;
 static _Atomic uint64_t late;
-
-static __attribute__((noinline)) void gate_wait(void)
-{
-	pthread_mutex_lock(&gate_lock);
-	gate_ready++;
-	while (!gate_open)
-		pthread_cond_wait(&gate_cond, &gate_lock);
-	pthread_mutex_unlock(&gate_lock);
-}
-
-#define SHAPE(k)                                              \
-	static __attribute__((noinline)) void shape_##k(void) \
-	{                                                     \
-		gate_wait();                                  \
-		__asm__ volatile("" ::: "memory");            \
-	}
-SHAPE(0)
-SHAPE(1)
-SHAPE(2)
-SHAPE(3)
-SHAPE(4)
-SHAPE(5)
-SHAPE(6)
-SHAPE(7)
-
-static void (*const shapes[SHAPES])(void) = {
-	shape_0, shape_1, shape_2, shape_3, shape_4, shape_5, shape_6, shape_7,
-};
-
-/* Static on purpose: the tools must name local functions too. */
-static __attribute__((noinline, noipa)) int recurse(int n)
-{
-	volatile int depth = n;
-	int r;
-
-	if (n == 0) {
-		gate_wait();
-		return 0;
-	}
-	r = recurse(n - 1);
-	return r + depth;
-}
-
-static void *thread_main(void *arg)
-{
-	uintptr_t i = (uintptr_t)arg;
-
-	if (i % DEEP_EVERY == DEEP_EVERY - 1)
-		recurse(DEEP_DEPTH);
-	else
-		shapes[i % SHAPES]();
-	return NULL;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void *heartbeat_main(void *arg)
 {
