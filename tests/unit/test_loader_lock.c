@@ -33,6 +33,7 @@
 static pthread_mutex_t lock_l = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stop;
 static atomic_ulong b_rounds;
+static atomic_ulong b_got; /* times B got L */
 
 /* A: holds L for 500 us at a time, letting go only for a moment. */
 __attribute__((noinline)) static void hold_and_spin(void)
@@ -45,12 +46,27 @@ __attribute__((noinline)) static void hold_and_spin(void)
 	pthread_mutex_unlock(&lock_l);
 }
 
+/*
+ * A again and again, letting B through L in between (for up to 2 ms): a
+ * mutex is not fair, and a B starved of L would hold the loader's lock for
+ * as long, which the dumper needs for a moment to take its snapshot. Real
+ * critical sections (the allocator's) are short; this one is long so that
+ * the dumps catch it.
+ */
 static void *holder_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "holder");
-	while (!atomic_load(&stop))
+	while (!atomic_load(&stop)) {
+		unsigned long got = atomic_load(&b_got);
+		uint64_t t0;
+
 		hold_and_spin();
+		t0 = tu_now_ns();
+		while (atomic_load(&b_got) == got &&
+		       tu_now_ns() - t0 < 2 * 1000 * 1000)
+			;
+	}
 	return NULL;
 }
 
@@ -61,6 +77,7 @@ static int wait_for_l(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	(void)arg;
 	pthread_mutex_lock(&lock_l);
+	atomic_fetch_add(&b_got, 1);
 	pthread_mutex_unlock(&lock_l);
 	return 1;
 }
