@@ -41,7 +41,7 @@ SONAME    := libstackwatch.so.0
 
 # The agent carries only the collector (no symbolizer: the daemon does that),
 # so a target loads libunwind and nothing else of ours.
-AGENT_LIB := collect dump futex handler loader_guard modules procfs wire \
+AGENT_LIB := collect dump framecache futex handler loader_guard modules procfs wire \
              paths strerror unwind sigmask stackmap
 AGENT_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/agent/*.c))) \
               $(AGENT_LIB:%=$(BUILD)/obj/lib/%.o)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "collect.h"
+#include "framecache.h"
 #include "futex.h"
 #include "handler.h"
 #include "loader_guard.h"
@@ -79,6 +80,7 @@ struct run {
 	bool usable[HANDLER_SLOTS]; /* false: quarantined */
 	bool *settled;		    /* per thread: has its final status */
 	bool *unread;		    /* per thread: signalled without /proc */
+	bool *learn;		    /* per thread: unwound by libunwind */
 	size_t *recheck;	    /* threads seen blocking the signal once */
 	size_t nrecheck;
 	size_t rechecked; /* how many of them were started again */
@@ -201,6 +203,7 @@ static void harvest_slot(struct run *r, int s)
 			t->name[sizeof(t->name) - 1] = '\0';
 			t->state = sl->state;
 		}
+		r->learn[r->owner[s]] = sl->walk == 'u';
 	}
 	atomic_store_explicit(&sl->word, SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
 			      memory_order_release);
@@ -568,7 +571,9 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
 	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
 	r->unread = calloc(n ? n : 1, sizeof(*r->unread));
-	if (!d->threads || !r->settled || !r->recheck || !r->unread) {
+	r->learn = calloc(n ? n : 1, sizeof(*r->learn));
+	if (!d->threads || !r->settled || !r->recheck || !r->unread ||
+	    !r->learn) {
 		free(tids);
 		return -ENOMEM;
 	}
@@ -642,6 +647,23 @@ static void finish_dump(struct run *r, uint64_t start_ns)
 	stats.dumps++;
 }
 
+/*
+ * Learns the unwind rules of the stacks that libunwind had to unwind, so
+ * that the next dump walks them by rules (framecache.h).
+ */
+static void learn_rules(struct run *r)
+{
+	const struct sw_dump *d = r->d;
+
+	for (size_t i = 0; i < d->nthreads; i++) {
+		const struct sw_thread *t = &d->threads[i];
+
+		if (r->learn[i] && t->status == SW_ST_OK)
+			framecache_learn(t->ips, t->nips);
+	}
+	framecache_learn_done();
+}
+
 int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		 size_t self_n, struct sw_dump **out)
 {
@@ -704,8 +726,12 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		atomic_store(&handler_want_name, 0);
 	}
 	if (loader_gate_hold(r.deadline_ns) == 0) {
+		framecache_sync(sw_loader_gate.nsnap
+					? sw_loader_gate.snap[0].dlpi_subs
+					: 0);
 		signal_all(&r);
 		loader_gate_release();
+		learn_rules(&r);
 	} else {
 		finish_at_deadline(
 			&r, "a dlclose() in progress outlasted the timeout");
@@ -718,6 +744,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
+	free(r.learn);
 	close(r.taskfd);
 	pthread_mutex_unlock(&collect_lock);
 	*out = r.d;
@@ -727,6 +754,7 @@ out_close:
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
+	free(r.learn);
 	close(r.taskfd);
 out_free:
 	sw_dump_free(r.d);

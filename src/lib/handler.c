@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "framecache.h"
 #include "futex.h"
 #include "handler.h"
 #include "loader_guard.h"
@@ -83,6 +84,49 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 }
 
 /*
+ * Tests: the same stack unwound by libunwind, into a slot of its own, and
+ * compared with what the rules gave (framecache_verify).
+ */
+static struct slot verify_slots[HANDLER_SLOTS];
+
+static void verify_walk(const struct slot *s, ucontext_t *uc)
+{
+	struct slot *v = &verify_slots[(s - handler_slots) % HANDLER_SLOTS];
+	uint32_t i = 0;
+
+	v->flags = 0;
+	unwind_into(v, uc);
+	while (i < s->nips && i < v->nips && s->ips[i] == v->ips[i])
+		i++;
+	if (i == s->nips && i == v->nips &&
+	    (s->flags & SW_TF_TRUNCATED) == (v->flags & SW_TF_TRUNCATED))
+		return;
+	framecache_mismatch(i, s->nips, v->nips, i < v->nips ? v->ips[i] : 0);
+}
+
+/*
+ * The stack by the rules learnt in earlier dumps when every frame has one
+ * (framecache.h), else by libunwind. Async-signal-safe.
+ */
+static void walk(struct slot *s, ucontext_t *uc)
+{
+	uint32_t n = 0, flags = 0;
+
+	if (framecache_walk(uc, s->ips, SW_MAX_FRAMES, &n, &flags)) {
+		s->nips = n;
+		s->flags |= flags;
+		s->walk = 'r';
+		framecache_count(1);
+		if (framecache_verify)
+			verify_walk(s, uc);
+		return;
+	}
+	s->walk = 'u';
+	framecache_count(0);
+	unwind_into(s, uc);
+}
+
+/*
  * Fills s with the stack of the interrupted context uc, or with the
  * interrupted pc alone and a flag saying why not: inside the dynamic
  * loader, unwinding would take the loader's lock again; with less than
@@ -92,6 +136,7 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 static void take_stack(struct slot *s, ucontext_t *uc, int signo, uintptr_t sp)
 {
 	s->flags = SW_TF_FIRST_EXACT;
+	s->walk = 0;
 	if (sw_loader_depth > 0) {
 		s->flags |= SW_TF_IN_LOADER;
 	} else if (stackmap_room(sp) < HANDLER_STACK_NEED) {
@@ -106,7 +151,7 @@ static void take_stack(struct slot *s, ucontext_t *uc, int signo, uintptr_t sp)
 			sizeof(block));
 		s->flags |= SW_TF_LOW_STACK;
 	} else {
-		unwind_into(s, uc);
+		walk(s, uc);
 		return;
 	}
 	s->ips[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -224,6 +269,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	if (handler_empty) {
 		s->nips = 0;
 		s->flags = 0;
+		s->walk = 0;
 		s->name[0] = '\0';
 		s->state = '?';
 	} else {

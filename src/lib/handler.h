@@ -50,6 +50,7 @@ struct slot {
 	uint64_t stime_us;
 	char name[16]; /* its name (PR_GET_NAME) if asked, else "" */
 	char state;    /* 'S' interrupted in a system call, else 'R' */
+	char walk;     /* 'r' by learnt rules, 'u' by libunwind, else 0 */
 	uint64_t ips[SW_MAX_FRAMES];
 };
 

@@ -218,32 +218,25 @@ int stackmap_refresh(void)
 	return rc;
 }
 
-size_t stackmap_room(uintptr_t sp)
+int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
 {
-	stack_t ss;
 	uint32_t seq;
 	size_t n, a = 0, b;
 	uint64_t lo = 0, hi = 0;
 
-	/* Running on a sigaltstack: its own bounds, whatever holds it. */
-	if (syscall(SYS_sigaltstack, NULL, &ss) == 0 &&
-	    (ss.ss_flags & SS_ONSTACK)) {
-		lo = (uintptr_t)ss.ss_sp;
-		return sp > lo ? sp - lo : 0;
-	}
 	seq = atomic_load_explicit(&table_seq, memory_order_acquire);
 	if (seq & 1)
-		return STACKMAP_UNKNOWN;
+		return -1;
 	n = atomic_load_explicit(&table_len, memory_order_relaxed);
 	if (n > STACKMAP_MAX)
 		n = 0;
-	/* a ends one past the last entry starting at or below sp. */
+	/* a ends one past the last entry starting at or below addr. */
 	b = n;
 	while (a < b) {
 		size_t m = a + (b - a) / 2;
 
 		if (atomic_load_explicit(&table[m].lo, memory_order_relaxed) <=
-		    sp)
+		    addr)
 			a = m + 1;
 		else
 			b = m;
@@ -256,8 +249,26 @@ size_t stackmap_room(uintptr_t sp)
 	}
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&table_seq, memory_order_relaxed) != seq)
-		return STACKMAP_UNKNOWN;
-	if (a == 0 || sp < lo || sp >= hi)
+		return -1;
+	if (a == 0 || addr < lo || addr >= hi)
+		return -1;
+	*lo_out = lo;
+	*hi_out = hi;
+	return 0;
+}
+
+size_t stackmap_room(uintptr_t sp)
+{
+	stack_t ss;
+	uint64_t lo, hi;
+
+	/* Running on a sigaltstack: its own bounds, whatever holds it. */
+	if (syscall(SYS_sigaltstack, NULL, &ss) == 0 &&
+	    (ss.ss_flags & SS_ONSTACK)) {
+		lo = (uintptr_t)ss.ss_sp;
+		return sp > lo ? sp - lo : 0;
+	}
+	if (stackmap_bounds(sp, &lo, &hi) < 0)
 		return STACKMAP_UNKNOWN;
 	return sp - lo;
 }

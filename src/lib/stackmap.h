@@ -42,6 +42,15 @@ int stackmap_refresh(void);
 size_t stackmap_room(uintptr_t sp);
 
 /*
+ * The bounds [*lo, *hi) of the table's mapping that holds addr (for the
+ * main thread's stack, lo is as far down as the kernel would grow it: only
+ * what lies above a stack pointer in use is certainly mapped). Returns 0,
+ * or -1 when no mapping of the table holds addr or the table is being
+ * rebuilt. Async-signal-safe, like stackmap_room().
+ */
+int stackmap_bounds(uintptr_t addr, uint64_t *lo, uint64_t *hi);
+
+/*
  * Parses one line of /proc/PID/maps into its bounds [*lo, *hi). Returns 1
  * when the mapping may hold a stack (private, readable, writable and
  * anonymous: no file, or a name in brackets such as [stack], [heap] or

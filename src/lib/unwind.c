@@ -73,6 +73,7 @@ int unwind_load(void)
 	RESOLVE(init_local, unw_init_local);
 	RESOLVE(init_local2, unw_init_local2);
 	RESOLVE(get_reg, unw_get_reg);
+	RESOLVE(get_proc_info, unw_get_proc_info);
 	RESOLVE(set_caching_policy, unw_set_caching_policy);
 	unwind.local_addr_space =
 		resolve(h, NAME_OF(unw_local_addr_space), &missing);

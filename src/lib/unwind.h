@@ -21,6 +21,7 @@ struct unwind_api {
 	int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
 	int (*step)(unw_cursor_t *);
 	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*get_proc_info)(unw_cursor_t *, unw_proc_info_t *);
 	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
 	unw_addr_space_t *local_addr_space;
 };
