@@ -339,7 +339,8 @@ static void learn_one(uint64_t pc, bool exact)
 	if (pc == 0 || (pc & KEY_EXACT) || lookup(key))
 		return;
 	if (probes_left == 0 ||
-	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL)
+	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL ||
+	    map_area() < 0)
 		return;
 	probes_left--;
 	nprobes++;
@@ -353,7 +354,7 @@ static void learn_one(uint64_t pc, bool exact)
 
 void framecache_learn(const uint64_t *ips, uint32_t n)
 {
-	if (!unwind.get_proc_info || !table_synced || map_area() < 0)
+	if (!unwind.get_proc_info || !table_synced)
 		return;
 	for (uint32_t i = 0; i < n; i++)
 		learn_one(ips[i], i == 0);
