@@ -95,8 +95,19 @@ bool target_alive(const struct target *t)
 		return false;
 	if (t->self || t->pidfd < 0)
 		return true;
-	/* A pidfd turns readable when its process exits. */
-	return poll(&p, 1, 0) == 0;
+	/*
+	 * A pidfd turns readable when its process exits. poll() is never
+	 * restarted after a signal handler, and the daemon's own threads get
+	 * its dump signal whenever it lists itself: EINTR says nothing.
+	 */
+	for (;;) {
+		int n = poll(&p, 1, 0);
+
+		if (n >= 0)
+			return n == 0;
+		if (errno != EINTR)
+			return true; /* the socket will tell */
+	}
 }
 
 static struct target *target_new(pid_t pid, uid_t uid, int fd)
