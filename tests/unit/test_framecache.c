@@ -175,35 +175,13 @@ static void *in_handler_main(void *arg)
 	return NULL;
 }
 
-static struct sw_dump *dump(int symbolize)
-{
-	struct sw_dump_opts o;
-	struct sw_dump *d = NULL;
-
-	sw_dump_opts_init(&o);
-	o.symbolize = symbolize;
-	o.timeout_ms = TIMEOUT_MS;
-	if (sw_dump_self(&o, &d) != 0)
-		return NULL;
-	return d;
-}
-
-static const struct sw_thread *by_name(const struct sw_dump *d,
-				       const char *name)
-{
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (strcmp(d->threads[i].name, name) == 0)
-			return &d->threads[i];
-	return NULL;
-}
-
 /* Dumps n times; counts the dumps that failed or had a thread not ok. */
 static int dump_many(int n, size_t *bad)
 {
 	int failed = 0;
 
 	for (int i = 0; i < n; i++) {
-		struct sw_dump *d = dump(0);
+		struct sw_dump *d = tu_dump_self(0, TIMEOUT_MS);
 
 		if (!d) {
 			failed++;
@@ -289,28 +267,28 @@ int main(void)
 	       (unsigned long)(b.probes - a.probes));
 
 	/* the walked stacks: deep, truncated, through the signal frames */
-	d = dump(1);
+	d = tu_dump_self(1, TIMEOUT_MS);
 	TAP_OK(d != NULL, "a symbolized dump");
 	if (!d)
 		return tap_done();
-	t = by_name(d, "fc-fp");
+	t = tu_thread_named(d, "fc-fp");
 	TAP_OK(t && tu_count_fn(t, "deep_fp") == 31,
 	       "frame-pointer recursion: 31 deep_fp frames (got %d)",
 	       t ? tu_count_fn(t, "deep_fp") : -1);
-	t = by_name(d, "fc-nofp");
+	t = tu_thread_named(d, "fc-nofp");
 	TAP_OK(t && tu_count_fn(t, "deep_nofp") == 26,
 	       "recursion without frame pointers: 26 frames (got %d)",
 	       t ? tu_count_fn(t, "deep_nofp") : -1);
-	t = by_name(d, "fc-abyss");
+	t = tu_thread_named(d, "fc-abyss");
 	TAP_OK(t && t->nips == SW_MAX_FRAMES && (t->flags & SW_TF_TRUNCATED),
 	       "deeper than kept: %d frames, truncated (got %u)", SW_MAX_FRAMES,
 	       t ? (unsigned)t->nips : 0u);
-	t = by_name(d, "fc-handler");
+	t = tu_thread_named(d, "fc-handler");
 	TAP_OK(t && tu_count_fn(t, "app_handler") == 1 &&
 		       tu_count_fn(t, "in_handler_main") == 1,
 	       "through the application's signal frame: app_handler and "
 	       "the code it interrupted");
-	t = by_name(d, "fc-altstack");
+	t = tu_thread_named(d, "fc-altstack");
 	TAP_OK(t && tu_count_fn(t, "app_handler") == 1 &&
 		       tu_count_fn(t, "in_handler_main") == 1,
 	       "from a sigaltstack back to the thread's stack");

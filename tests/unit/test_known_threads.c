@@ -130,28 +130,6 @@ static void send_command(int c)
 		tu_sleep_ms(1);
 }
 
-static struct sw_dump *dump(void)
-{
-	struct sw_dump_opts o;
-	struct sw_dump *d = NULL;
-
-	sw_dump_opts_init(&o);
-	o.symbolize = 1;
-	o.timeout_ms = TIMEOUT_MS;
-	if (sw_dump_self(&o, &d) != 0)
-		return NULL;
-	return d;
-}
-
-static const struct sw_thread *by_name(const struct sw_dump *d,
-				       const char *name)
-{
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (strcmp(d->threads[i].name, name) == 0)
-			return &d->threads[i];
-	return NULL;
-}
-
 static const struct sw_thread *by_tid(const struct sw_dump *d, pid_t tid)
 {
 	for (size_t i = 0; i < d->nthreads; i++)
@@ -171,7 +149,7 @@ static size_t count_ok(const struct sw_dump *d)
 
 static void check_state(const struct sw_dump *d, const char *name, char want)
 {
-	const struct sw_thread *t = by_name(d, name);
+	const struct sw_thread *t = tu_thread_named(d, name);
 
 	TAP_OK(t && t->status == SW_ST_OK && t->state == want,
 	       "%s: answered, named by its handler, state %c (got %s, %c)",
@@ -195,7 +173,7 @@ int main(void)
 	if (pipe(pipefd) < 0)
 		return 1;
 	/* the first dump installs the handler and learns the threads */
-	d = dump();
+	d = tu_dump_self(1, TIMEOUT_MS);
 	sw_dump_free(d);
 	signo = sw_signal();
 	for (int i = 0; i < 5; i++)
@@ -207,7 +185,7 @@ int main(void)
 
 	/* read from /proc, then from the handlers */
 	for (int round = 0; round < 2; round++) {
-		d = dump();
+		d = tu_dump_self(1, TIMEOUT_MS);
 		TAP_OK(d != NULL, "dump %d succeeds", round + 1);
 		if (!d)
 			return tap_done();
@@ -226,7 +204,7 @@ int main(void)
 	while (atomic_load(&rename_to))
 		tu_sleep_ms(1);
 	tu_sleep_ms(1100);
-	d = dump();
+	d = tu_dump_self(1, TIMEOUT_MS);
 	t = d ? by_tid(d, atomic_load(&toggler_tid)) : NULL;
 	TAP_OK(t && t->status == SW_ST_OK && strcmp(t->name, "kt-renamed") == 0,
 	       "renamed a second ago: shown under its new name (got %s)",
@@ -235,7 +213,7 @@ int main(void)
 
 	/* it answered: the next dump signals it without looking */
 	send_command(1);
-	d = dump();
+	d = tu_dump_self(1, TIMEOUT_MS);
 	t = d ? by_tid(d, atomic_load(&toggler_tid)) : NULL;
 	TAP_OK(t && t->status == SW_ST_BLOCKED &&
 		       strcmp(t->name, "kt-renamed") == 0,
@@ -247,7 +225,7 @@ int main(void)
 	sw_dump_free(d);
 
 	/* now known to block: read first, not signalled again */
-	d = dump();
+	d = tu_dump_self(1, TIMEOUT_MS);
 	t = d ? by_tid(d, atomic_load(&toggler_tid)) : NULL;
 	TAP_OK(t && t->status == SW_ST_BLOCKED,
 	       "still blocked: blocked-signal again (got %s)",
@@ -259,7 +237,7 @@ int main(void)
 	send_command(2);
 	tu_sleep_ms(20);
 	for (int round = 0; round < 3; round++) {
-		d = dump();
+		d = tu_dump_self(1, TIMEOUT_MS);
 		t = d ? by_tid(d, atomic_load(&toggler_tid)) : NULL;
 		TAP_OK(t && t->status == SW_ST_OK &&
 			       tu_count_fn(t, "toggler_main") > 0,

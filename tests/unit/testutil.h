@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dump.h"
+#include "stackwatch.h"
 
 static inline pid_t tu_gettid(void)
 {
@@ -110,6 +111,30 @@ static inline const struct sw_thread *tu_find_thread(const struct sw_dump *d,
 		if (d->threads[i].tid == tid)
 			return &d->threads[i];
 	return NULL;
+}
+
+/* The first thread of d named name, or NULL. */
+static inline const struct sw_thread *tu_thread_named(const struct sw_dump *d,
+						      const char *name)
+{
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (strcmp(d->threads[i].name, name) == 0)
+			return &d->threads[i];
+	return NULL;
+}
+
+/* A dump of this process (symbolized or raw), or NULL when it failed. */
+static inline struct sw_dump *tu_dump_self(int symbolize, int timeout_ms)
+{
+	struct sw_dump_opts o;
+	struct sw_dump *d = NULL;
+
+	sw_dump_opts_init(&o);
+	o.symbolize = symbolize;
+	o.timeout_ms = timeout_ms;
+	if (sw_dump_self(&o, &d) != 0)
+		return NULL;
+	return d;
 }
 
 /* How many of t's frames are function fn (see tu_name_is). */
