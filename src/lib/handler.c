@@ -412,10 +412,14 @@ static void prime_unwinder(int signo)
 static void install(void)
 {
 	struct sigaction sa;
+	const char *env;
 	int signo;
 
 	loader_guard_init();
 	sigmask_init();
+	env = getenv("STACKWATCH_UNWIND");
+	if (env && strcmp(env, "libunwind") == 0)
+		framecache_off = 1; /* every stack by libunwind, no rules */
 	if (unwind_load() < 0) {
 		install_result = SW_ENOTINIT;
 		return;
