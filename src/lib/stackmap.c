@@ -106,9 +106,15 @@ static uint64_t main_stack_floor(uint64_t lo, uint64_t hi, uint64_t prev_hi)
 /* Replaces the table by b[0..n). Readers racing it answer "unknown". */
 static void publish(const struct bounds *b, size_t n)
 {
-	uint32_t seq = atomic_load_explicit(&table_seq, memory_order_relaxed);
+	/*
+	 * Odd while rewriting. Made odd from whatever it is: in the child of
+	 * a fork() that came in the middle of a rewrite it is odd already.
+	 */
+	uint32_t seq =
+		(atomic_load_explicit(&table_seq, memory_order_relaxed) + 1) |
+		1;
 
-	atomic_store_explicit(&table_seq, seq + 1, memory_order_relaxed);
+	atomic_store_explicit(&table_seq, seq, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 	for (size_t i = 0; i < n; i++) {
 		atomic_store_explicit(&table[i].lo, b[i].lo,
@@ -117,7 +123,7 @@ static void publish(const struct bounds *b, size_t n)
 				      memory_order_relaxed);
 	}
 	atomic_store_explicit(&table_len, n, memory_order_relaxed);
-	atomic_store_explicit(&table_seq, seq + 2, memory_order_release);
+	atomic_store_explicit(&table_seq, seq + 1, memory_order_release);
 }
 
 /* Growable list of bounds; the dumper's side only. */
