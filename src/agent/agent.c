@@ -120,7 +120,17 @@ static int send_hello(int fd, struct wire_out *o)
 	memset(&h, 0, sizeof(h));
 	h.pid = getpid();
 	h.signo = agent_signo;
-	snprintf(h.comm, sizeof(h.comm), "%s", program_invocation_short_name);
+	/*
+	 * The kernel's name of the main thread, as ps shows it: a program
+	 * that rewrites its argv for its title (PostgreSQL, nginx) leaves
+	 * program_invocation_short_name pointing into the middle of it.
+	 */
+	if (procfs_read_at(AT_FDCWD, "/proc/self/comm", h.comm,
+			   sizeof(h.comm)) > 0)
+		h.comm[strcspn(h.comm, "\n")] = '\0';
+	if (!h.comm[0])
+		snprintf(h.comm, sizeof(h.comm), "%s",
+			 program_invocation_short_name);
 	if (procfs_read_cmdline(0, &cmdline) == 0) {
 		snprintf(h.cmdline, sizeof(h.cmdline), "%s", cmdline);
 		free(cmdline);

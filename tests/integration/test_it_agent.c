@@ -92,6 +92,23 @@ static void test_rawmask(const struct itest_daemon *d)
 	close(out);
 }
 
+/* The comm of pid in a /api/v1/targets answer, or "". */
+static const char *target_comm(cJSON *targets, pid_t pid)
+{
+	cJSON *t;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(targets, "targets"))
+	{
+		cJSON *p = cJSON_GetObjectItem(t, "pid");
+		cJSON *c = cJSON_GetObjectItem(t, "comm");
+
+		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
+		    cJSON_IsString(c))
+			return c->valuestring;
+	}
+	return "";
+}
+
 static void test_fork(const struct itest_daemon *d)
 {
 	char line[64];
@@ -105,6 +122,12 @@ static void test_fork(const struct itest_daemon *d)
 	TAP_OK(b > 0, "fork: parent %d and child %d", (int)pid, b);
 	TAP_OK(b > 0 && itest_wait_registered(d, b, 10000),
 	       "the child registers under its own pid");
+	j = itest_get_json(d, "/api/v1/targets", &status);
+	TAP_OK(b > 0 && strcmp(target_comm(j, b), "agent_target") == 0,
+	       "under the kernel's name for it, not the title its parent "
+	       "wrote over argv[0] (got \"%s\")",
+	       target_comm(j, b));
+	cJSON_Delete(j);
 	j = b > 0 ? dump(d, b, &status) : NULL;
 	TAP_OK(j && status == 200 &&
 		       cJSON_GetObjectItem(j, "threads_ok")->valuedouble >= 2,
