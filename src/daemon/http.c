@@ -448,13 +448,26 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
 	for (size_t i = 0; i < n; i++) {
 		const struct target *t = ts[i];
 		cJSON *o = cJSON_CreateObject();
-		int threads = target_alive(t) ? count_threads(t->pid) : -1;
+		bool alive = target_alive(t);
+		int threads = alive ? count_threads(t->pid) : -1;
+		char *live = NULL;
 
 		if (!o)
 			break;
+		/*
+		 * The command line as ps shows it now: servers rewrite it for
+		 * a title after they registered (nginx's workers, forked from
+		 * the master, say "worker process" only then).
+		 */
+		if (alive && !t->self &&
+		    (procfs_read_cmdline(t->pid, &live) < 0 || !live[0])) {
+			free(live);
+			live = NULL;
+		}
 		cJSON_AddNumberToObject(o, "pid", t->pid);
 		cJSON_AddStringToObject(o, "comm", t->comm);
-		cJSON_AddStringToObject(o, "cmdline", t->cmdline);
+		cJSON_AddStringToObject(o, "cmdline", live ? live : t->cmdline);
+		free(live);
 		cJSON_AddNumberToObject(o, "uid", t->uid);
 		cJSON_AddNumberToObject(o, "signal", t->signo);
 		if (threads < 0)

@@ -92,15 +92,15 @@ static void test_rawmask(const struct itest_daemon *d)
 	close(out);
 }
 
-/* The comm of pid in a /api/v1/targets answer, or "". */
-static const char *target_comm(cJSON *targets, pid_t pid)
+/* A string field of pid's entry in a /api/v1/targets answer, or "". */
+static const char *target_field(cJSON *targets, pid_t pid, const char *name)
 {
 	cJSON *t;
 
 	cJSON_ArrayForEach(t, cJSON_GetObjectItem(targets, "targets"))
 	{
 		cJSON *p = cJSON_GetObjectItem(t, "pid");
-		cJSON *c = cJSON_GetObjectItem(t, "comm");
+		cJSON *c = cJSON_GetObjectItem(t, name);
 
 		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
 		    cJSON_IsString(c))
@@ -123,10 +123,10 @@ static void test_fork(const struct itest_daemon *d)
 	TAP_OK(b > 0 && itest_wait_registered(d, b, 10000),
 	       "the child registers under its own pid");
 	j = itest_get_json(d, "/api/v1/targets", &status);
-	TAP_OK(b > 0 && strcmp(target_comm(j, b), "agent_target") == 0,
+	TAP_OK(b > 0 && strcmp(target_field(j, b, "comm"), "agent_target") == 0,
 	       "under the kernel's name for it, not the title its parent "
 	       "wrote over argv[0] (got \"%s\")",
-	       target_comm(j, b));
+	       target_field(j, b, "comm"));
 	cJSON_Delete(j);
 	j = b > 0 ? dump(d, b, &status) : NULL;
 	TAP_OK(j && status == 200 &&
@@ -134,6 +134,13 @@ static void test_fork(const struct itest_daemon *d)
 	       "the child is dumpable (its own agent thread included)");
 	cJSON_Delete(j);
 	TAP_OK(itest_registered(d, pid), "the parent stays registered");
+	j = itest_get_json(d, "/api/v1/targets", &status);
+	TAP_OK(strncmp(target_field(j, pid, "cmdline"), "fork: a title", 13) ==
+		       0,
+	       "its command line is the title it wrote after registering "
+	       "(got \"%.40s\")",
+	       target_field(j, pid, "cmdline"));
+	cJSON_Delete(j);
 	if (b > 0)
 		itest_kill(b);
 	itest_kill(pid);
