@@ -4,14 +4,14 @@
  *
  * A rule is learnt from libunwind, not from a DWARF reader of our own: the
  * dumper sets up a made-up frame at the pc (a context whose rsp, rbp and
- * other registers point into three separate scratch regions, every word of
- * which holds an address in a fourth, the echo region, that names the word
- * it came from), lets libunwind step once, and reads where the caller's
- * stack pointer, return address and rbp came from. Done twice with the
- * registers at other distances, a rule of our shape gives the same answer
- * both times; any other rule (one reading a register we do not track, a
- * value loaded through memory, a guess from the frame-pointer chain) lands
- * outside the right region or differs, and the pc is marked slow.
+ * other registers point into three separate scratch regions, every word
+ * near them holding an address in a fourth, the echo region, that names
+ * the word it came from), lets libunwind step once, and reads where the
+ * caller's stack pointer, return address and rbp came from. Done twice
+ * with the registers at other distances, a rule of our shape gives the
+ * same answer both times; any other rule (one reading a register we do not
+ * track, a value loaded through memory, a guess from the frame-pointer chain)
+ * lands outside the right region or differs, and the pc is marked slow.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -172,41 +172,63 @@ void framecache_sync(unsigned long long subs)
 
 /* ---- learning, in the dumper ---- */
 
-#define REGION (32 * 1024)	     /* bytes of each scratch region */
-#define NREGIONS 3		     /* rsp's, rbp's, every other register's */
-#define AREA (2 * NREGIONS * REGION) /* the regions, then the echo */
+/*
+ * The scratch area: a region for rsp, one for rbp, one for every other
+ * register, and the echo. Each is REGION bytes of which only FILL bytes
+ * either side of its centre (where the register points) are written; the
+ * rest reads as zeros and costs nothing (MAP_NORESERVE, never touched).
+ * libunwind's reads are not checked in local unwinding, and a frame's
+ * rule may read far from the registers (a 4 MB array on the stack puts the
+ * return address 4 MB above rsp): every read a rule could make lands in
+ * the area, and what it finds outside the filled words (zero) names no
+ * word, so such a rule is left to libunwind.
+ */
+#define REGION ((uintptr_t)32 << 20)
+#define CENTER ((uintptr_t)1 << 20)
+#define FILL ((uintptr_t)64 << 10)
+#define NREGIONS 3 /* rsp's, rbp's, every other register's */
+#define AREA ((NREGIONS + 1) * REGION)
+#define WORDS (2 * FILL / 8) /* filled words per region */
 
 static unsigned char *area; /* mapped while learning */
 static unsigned probes_left = FRAMECACHE_PROBES_PER_DUMP;
 
+static uintptr_t centre(int region)
+{
+	return (uintptr_t)area + (uintptr_t)region * REGION + CENTER;
+}
+
 /*
- * Every word of the regions holds the address of the echo word at the
- * same offset; every echo word holds the echo's own address, so a value
- * loaded through any chain of them is still a readable address.
+ * The filled words of the register regions hold, each, the address of an
+ * echo word that stands for it (loaded_from() maps it back); the echo
+ * words hold an address among themselves, so a value loaded through any
+ * chain of them is still a readable address.
  */
 static int map_area(void)
 {
-	uint64_t *w;
 	uintptr_t echo;
 
 	if (area)
 		return 0;
 	area = mmap(NULL, AREA, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (area == MAP_FAILED) {
 		area = NULL;
 		return -1;
 	}
-	w = (uint64_t *)(void *)area;
-	echo = (uintptr_t)area + AREA / 2;
-	for (size_t i = 0; i < AREA / 2 / 8; i++)
-		w[i] = echo + i * 8;
-	for (size_t i = AREA / 2 / 8; i < AREA / 8; i++)
-		w[i] = echo;
+	echo = centre(NREGIONS);
+	for (int r = 0; r < NREGIONS; r++) {
+		uint64_t *w = (uint64_t *)(centre(r) - FILL);
+
+		for (size_t i = 0; i < WORDS; i++)
+			w[i] = echo + ((size_t)r * WORDS + i) * 8;
+	}
+	for (size_t i = 0; i < NREGIONS * WORDS; i++)
+		((uint64_t *)echo)[i] = echo;
 	return 0;
 }
 
-/* Which region an address is in, or -1. */
+/* Which register region an address is in, or -1. */
 static int region_of(uintptr_t a)
 {
 	uintptr_t base = (uintptr_t)area;
@@ -216,14 +238,16 @@ static int region_of(uintptr_t a)
 	return (int)((a - base) / REGION);
 }
 
-/* The region word a loaded value names, or 0 when it names none. */
+/* The filled word a loaded value names, or 0 when it names none. */
 static uintptr_t loaded_from(uint64_t v)
 {
-	uintptr_t echo = (uintptr_t)area + AREA / 2;
+	uintptr_t echo = centre(NREGIONS);
+	size_t i;
 
-	if (v < echo || v >= echo + NREGIONS * REGION || (v - echo) % 8)
+	if (v < echo || v >= echo + NREGIONS * WORDS * 8 || (v - echo) % 8)
 		return 0;
-	return (uintptr_t)area + (v - echo);
+	i = (v - echo) / 8;
+	return centre((int)(i / WORDS)) - FILL + (i % WORDS) * 8;
 }
 
 static bool fits16(int64_t v)
@@ -239,10 +263,9 @@ static bool fits16(int64_t v)
  */
 static int probe_once(uint64_t pc, bool exact, int shift, struct rule *out)
 {
-	uintptr_t base = (uintptr_t)area;
-	uintptr_t rsp0 = base + REGION / 2 + (uintptr_t)shift;
-	uintptr_t rbp0 = base + REGION + REGION / 2 - (uintptr_t)shift;
-	uintptr_t other = base + 2 * REGION + REGION / 2;
+	uintptr_t rsp0 = centre(0) + (uintptr_t)shift;
+	uintptr_t rbp0 = centre(1) - (uintptr_t)shift;
+	uintptr_t other = centre(2);
 	unw_word_t rip1, rsp1, rbp1;
 	unw_proc_info_t pi;
 	unw_cursor_t c;

@@ -119,6 +119,28 @@ static void *spinner_main(void *arg)
 	return NULL;
 }
 
+/*
+ * A frame far larger than any scratch memory a probe could use: learning
+ * its rule must not read past what is mapped (it is left to libunwind).
+ */
+__attribute__((optimize("O2", "omit-frame-pointer"), noinline)) static int
+big_frame(void)
+{
+	volatile char buf[4 << 20];
+
+	buf[0] = 1;
+	buf[sizeof(buf) - 1] = 1;
+	park();
+	return buf[0] + buf[sizeof(buf) - 1];
+}
+
+static void *big_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "fc-big");
+	return (void *)(intptr_t)big_frame();
+}
+
 static void *clock_main(void *arg)
 {
 	struct timespec ts;
@@ -211,14 +233,14 @@ static void mismatch_report(const char *when)
 
 int main(void)
 {
-	void *(*mains[])(void *) = { fp_main,	      nofp_main,
-				     abyss_main,      spinner_main,
-				     clock_main,      poller_main,
-				     in_handler_main, in_handler_main };
+	void *(*mains[])(
+		void *) = { fp_main,	  nofp_main,	   abyss_main,
+			    spinner_main, clock_main,	   poller_main,
+			    big_main,	  in_handler_main, in_handler_main };
 	size_t nmains = sizeof(mains) / sizeof(mains[0]);
 	struct framecache_stats a, b;
 	struct sigaction sa;
-	pthread_t th[8];
+	pthread_t th[16];
 	struct sw_dump *d;
 	const struct sw_thread *t;
 	size_t bad = 0;
@@ -283,6 +305,10 @@ int main(void)
 	TAP_OK(t && t->nips == SW_MAX_FRAMES && (t->flags & SW_TF_TRUNCATED),
 	       "deeper than kept: %d frames, truncated (got %u)", SW_MAX_FRAMES,
 	       t ? (unsigned)t->nips : 0u);
+	t = tu_thread_named(d, "fc-big");
+	TAP_OK(t && tu_count_fn(t, "big_frame") == 1 &&
+		       tu_count_fn(t, "big_main") == 1,
+	       "a 4 MB frame: unwound through (by libunwind)");
 	t = tu_thread_named(d, "fc-handler");
 	TAP_OK(t && tu_count_fn(t, "app_handler") == 1 &&
 		       tu_count_fn(t, "in_handler_main") == 1,
