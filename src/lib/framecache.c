@@ -210,13 +210,24 @@ static int map_area(void)
 
 	if (area)
 		return 0;
-	area = mmap(NULL, AREA, PROT_READ | PROT_WRITE,
+	/*
+	 * Read-only but for the words filled: a private writable mapping
+	 * would be charged in full where overcommit is strict.
+	 */
+	area = mmap(NULL, AREA, PROT_READ,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (area == MAP_FAILED) {
 		area = NULL;
 		return -1;
 	}
 	echo = centre(NREGIONS);
+	for (int r = 0; r < NREGIONS; r++)
+		if (mprotect((void *)(centre(r) - FILL), 2 * FILL,
+			     PROT_READ | PROT_WRITE) < 0)
+			goto fail;
+	if (mprotect((void *)echo, NREGIONS * WORDS * 8,
+		     PROT_READ | PROT_WRITE) < 0)
+		goto fail;
 	for (int r = 0; r < NREGIONS; r++) {
 		uint64_t *w = (uint64_t *)(centre(r) - FILL);
 
@@ -226,6 +237,10 @@ static int map_area(void)
 	for (size_t i = 0; i < NREGIONS * WORDS; i++)
 		((uint64_t *)echo)[i] = echo;
 	return 0;
+fail:
+	munmap(area, AREA);
+	area = NULL;
+	return -1;
 }
 
 /* Which register region an address is in, or -1. */
