@@ -31,6 +31,9 @@
 #include "procfs.h"
 #include "stackmap.h"
 
+/* The most a dump spends learning unwind rules afterwards. */
+#define COLLECT_LEARN_NS (5 * 1000000ull)
+
 /* Without an answer for this long, the dumper checks who has exited. */
 #define COLLECT_EXIT_POLL_NS (5 * 1000000ull)
 
@@ -649,17 +652,22 @@ static void finish_dump(struct run *r, uint64_t start_ns)
 
 /*
  * Learns the unwind rules of the stacks that libunwind had to unwind, so
- * that the next dump walks them by rules (framecache.h).
+ * that the next dump walks them by rules (framecache.h). For a few
+ * milliseconds at most, and never past the dump's deadline: a process
+ * with many modules and many new pcs learns over several dumps.
  */
 static void learn_rules(struct run *r)
 {
 	const struct sw_dump *d = r->d;
+	uint64_t until = handler_now_ns() + COLLECT_LEARN_NS;
 
+	if (until > r->deadline_ns)
+		until = r->deadline_ns;
 	for (size_t i = 0; i < d->nthreads; i++) {
 		const struct sw_thread *t = &d->threads[i];
 
 		if (r->learn[i] && t->status == SW_ST_OK)
-			framecache_learn(t->ips, t->nips);
+			framecache_learn(t->ips, t->nips, until);
 	}
 	framecache_learn_done();
 }

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "dump.h"
 #include "framecache.h"
@@ -192,6 +193,7 @@ void framecache_sync(unsigned long long subs)
 
 static unsigned char *area; /* mapped while learning */
 static unsigned probes_left = FRAMECACHE_PROBES_PER_DUMP;
+static uint64_t learn_until_ns; /* CLOCK_MONOTONIC; 0: no limit */
 
 static uintptr_t centre(int region)
 {
@@ -363,6 +365,14 @@ static void insert(uint64_t key, const struct rule *r)
 	}
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static bool same_rule(const struct rule *a, const struct rule *b)
 {
 	return a->kind == b->kind && a->cfa_off == b->cfa_off &&
@@ -377,8 +387,13 @@ static void learn_one(uint64_t pc, bool exact)
 	if (pc == 0 || (pc & KEY_EXACT) || lookup(key))
 		return;
 	if (probes_left == 0 ||
-	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL ||
-	    map_area() < 0)
+	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL)
+		return;
+	if (learn_until_ns && now_ns() >= learn_until_ns) {
+		probes_left = 0; /* the rest, next time */
+		return;
+	}
+	if (map_area() < 0)
 		return;
 	probes_left--;
 	nprobes++;
@@ -390,10 +405,11 @@ static void learn_one(uint64_t pc, bool exact)
 	insert(key, &a);
 }
 
-void framecache_learn(const uint64_t *ips, uint32_t n)
+void framecache_learn(const uint64_t *ips, uint32_t n, uint64_t until_ns)
 {
 	if (!unwind.get_proc_info || !table_synced)
 		return;
+	learn_until_ns = until_ns;
 	for (uint32_t i = 0; i < n; i++)
 		learn_one(ips[i], i == 0);
 }

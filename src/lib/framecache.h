@@ -52,11 +52,12 @@ void framecache_sync(unsigned long long subs);
 /*
  * The dumper, after a dump: learns the rule of every pc of the stack ips
  * (n frames, ips[0] an interrupted pc) that has none yet, at most
- * FRAMECACHE_PROBES_PER_DUMP between two framecache_learn_done(). Not for
- * signal context (libunwind takes the loader's lock; a scratch area is
- * mapped).
+ * FRAMECACHE_PROBES_PER_DUMP between two framecache_learn_done(), and
+ * none once CLOCK_MONOTONIC reaches until_ns (0: no limit): what is left
+ * is learnt after a later dump. Not for signal context (libunwind takes
+ * the loader's lock; a scratch area is mapped).
  */
-void framecache_learn(const uint64_t *ips, uint32_t n);
+void framecache_learn(const uint64_t *ips, uint32_t n, uint64_t until_ns);
 void framecache_learn_done(void);
 
 #define FRAMECACHE_PROBES_PER_DUMP 512
