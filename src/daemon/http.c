@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "cond.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -821,15 +822,8 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	if (!h)
 		return -ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		/* http_stop() waits with a deadline on the monotonic clock. */
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&h->idle, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	/* http_stop() waits with a deadline on the monotonic clock. */
+	cond_init_monotonic(&h->idle);
 	h->reg = reg;
 	h->st = st;
 	h->sched = sched;

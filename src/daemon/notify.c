@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "cond.h"
 #include "notify.h"
 
 #define STATUS_PERIOD_US 2000000u
@@ -137,7 +138,6 @@ static void *status_main(void *arg)
 
 int notify_ready(struct registry *reg, const char *url)
 {
-	pthread_condattr_t ca;
 	size_t n;
 	int rc;
 
@@ -153,10 +153,7 @@ int notify_ready(struct registry *reg, const char *url)
 	if (watchdog_usec)
 		ping();
 
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	rc = pthread_cond_init(&st.cond, &ca);
-	pthread_condattr_destroy(&ca);
+	rc = cond_init_monotonic(&st.cond);
 	if (rc != 0)
 		goto out_warn;
 	st.stop = false;

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "nspid.h"
 #include "procfs.h"
+#include "cond.h"
 #include "registry.h"
 #include "wire.h"
 
@@ -124,15 +125,8 @@ static struct target *target_new(pid_t pid, uid_t uid, int fd)
 	t->pidfd = -1;
 	pthread_mutex_init(&t->io_lock, NULL);
 	pthread_mutex_init(&t->dump_lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		/* Waits on it have deadlines on the monotonic clock. */
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&t->dump_cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	/* Waits on it have deadlines on the monotonic clock. */
+	cond_init_monotonic(&t->dump_cond);
 	clock_gettime(CLOCK_REALTIME, &t->registered_at);
 	return t;
 }

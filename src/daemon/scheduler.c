@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cond.h"
 #include "handler.h"
 #include "log.h"
 #include "notify.h"
@@ -159,7 +160,6 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 		int timeout_ms, struct scheduler **out)
 {
 	struct scheduler *s;
-	pthread_condattr_t ca;
 	int rc;
 
 	*out = NULL;
@@ -184,10 +184,7 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->work, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->tick, &ca);
-	pthread_condattr_destroy(&ca);
+	cond_init_monotonic(&s->tick);
 	for (int i = 0; i < SCHED_WORKERS; i++) {
 		rc = -pthread_create(&s->workers[i], NULL, worker_main, s);
 		if (rc < 0)

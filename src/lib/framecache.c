@@ -19,10 +19,10 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "dump.h"
 #include "framecache.h"
+#include "handler.h"
 #include "stackmap.h"
 #include "unwind.h"
 
@@ -365,14 +365,6 @@ static void insert(uint64_t key, const struct rule *r)
 	}
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static bool same_rule(const struct rule *a, const struct rule *b)
 {
 	return a->kind == b->kind && a->cfa_off == b->cfa_off &&
@@ -389,7 +381,7 @@ static void learn_one(uint64_t pc, bool exact)
 	if (probes_left == 0 ||
 	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL)
 		return;
-	if (learn_until_ns && now_ns() >= learn_until_ns) {
+	if (learn_until_ns && handler_now_ns() >= learn_until_ns) {
 		probes_left = 0; /* the rest, next time */
 		return;
 	}
