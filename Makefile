@@ -16,7 +16,8 @@ CC        ?= gcc
 CXX       ?= g++
 PKG_CONFIG ?= pkg-config
 
-# libunwind is loaded at run time (src/lib/unwind.c): headers only here.
+# libunwind is loaded at run time (src/collector/signal/unwind.c): headers
+# only here.
 LIB_PKGS  := libdw libcjson
 PKGS      := libunwind $(LIB_PKGS) libmicrohttpd libsystemd
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -31,20 +32,28 @@ PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(LIB_PKGS) 2>/dev/null)
 SW_CFLAGS := -std=gnu11 $(OPT) -fPIC -pthread $(WARN) \
              $(if $(WERROR),-Werror) \
              $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer) \
-             -Iinclude -Isrc/lib $(PKG_CFLAGS) $(CFLAGS)
+             -Iinclude -Isrc $(PKG_CFLAGS) $(CFLAGS)
 SW_LDFLAGS := -pthread $(if $(SANITIZE),-fsanitize=$(SANITIZE)) $(LDFLAGS)
 SW_LIBS    = $(PKG_LIBS) -ldl
 
-LIB_SRCS  := $(sort $(wildcard src/lib/*.c))
+# The tree says where code runs (see each folder's README):
+#   collector/signal  in the target, reachable from the signal handler
+#   collector         in the target, the dumper
+#   model             the raw dump and the wire protocol, both sides
+#   symbols, render   in the daemon or a library caller
+#   api               libstackwatch's public entry points
+COLLECTOR_SRCS := $(sort $(wildcard src/collector/signal/*.c src/collector/*.c))
+MODEL_SRCS := $(sort $(wildcard src/model/*.c))
+LIB_SRCS  := $(COLLECTOR_SRCS) $(MODEL_SRCS) \
+             $(sort $(wildcard src/symbols/*.c src/render/*.c src/api/*.c))
 LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 SONAME    := libstackwatch.so.0
 
-# The agent carries only the collector (no symbolizer: the daemon does that),
-# so a target loads libunwind and nothing else of ours.
-AGENT_LIB := collect dump framecache futex handler loader_guard modules procfs wire \
-             paths strerror unwind sigmask stackmap
-AGENT_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/agent/*.c))) \
-              $(AGENT_LIB:%=$(BUILD)/obj/lib/%.o)
+# The agent is the collector plus the model (no symbolizer: the daemon
+# does that), so a target loads libunwind and nothing else of ours; the
+# linker drops the model's helpers that only the daemon uses.
+AGENT_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/agent/*.c)) \
+              $(COLLECTOR_SRCS) $(MODEL_SRCS))
 
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -57,7 +66,7 @@ FIX_BINS  := $(FIX_C:tests/fixtures/%.c=$(BUILD)/fixtures/%) \
 FUZZ_CC   ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
-              -Iinclude -Isrc/lib $(PKG_CFLAGS)
+              -Iinclude -Isrc $(PKG_CFLAGS)
 HAVE_FUZZ := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 FUZZ_BINS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/fuzz_procfs \
              $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/mkseed)
@@ -95,15 +104,15 @@ $(BUILD)/obj/%.o: src/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/libstackwatch.so: $(LIB_OBJS) src/lib/libstackwatch.map
+$(BUILD)/libstackwatch.so: $(LIB_OBJS) src/api/libstackwatch.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined \
-	    -Wl,--version-script=src/lib/libstackwatch.map \
+	    -Wl,--version-script=src/api/libstackwatch.map \
 	    -o $@ $(LIB_OBJS) $(SW_LDFLAGS) $(SW_LIBS)
 	ln -sf libstackwatch.so $(BUILD)/$(SONAME)
 
 $(BUILD)/libstackwatch-agent.so: $(AGENT_OBJS) src/agent/agent.map
 	$(CC) -shared -Wl,--no-undefined -Wl,--version-script=src/agent/agent.map \
-	    -o $@ $(AGENT_OBJS) $(SW_LDFLAGS) -ldl
+	    -Wl,--gc-sections -o $@ $(AGENT_OBJS) $(SW_LDFLAGS) -ldl
 
 # The page (web/) is compiled into the daemon: a build-time tool writes
 # every file as C data (src/daemon/web.h).
@@ -134,7 +143,7 @@ $(BUILD)/libstackwatch.a: $(LIB_OBJS)
 	ar rcs $@ $(LIB_OBJS)
 
 # Tests link the static library so each binary is self-contained; they see
-# internal headers too (src/lib) to check the structure under the API.
+# internal headers too (under src/) to check the structure under the API.
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
 		$(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
@@ -170,7 +179,7 @@ $(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a \
 		tests/unit/tap.h
 	@mkdir -p $(@D)
 	$(CXX) -std=gnu++17 -O0 -g -fno-inline -pthread -Wall -Wextra -Wshadow \
-	    $(if $(WERROR),-Werror) -Iinclude -Isrc/lib \
+	    $(if $(WERROR),-Werror) -Iinclude -Isrc \
 	    $(PKG_CFLAGS) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
 	    -rdynamic -o $@ $< $(BUILD)/libstackwatch.a $(SW_LDFLAGS) $(SW_LIBS)
 
@@ -193,14 +202,14 @@ $(BUILD)/tests/test_nspid: src/daemon/nspid.c src/daemon/nspid.h
 test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS) $(FUZZ_BINS)
 
 # libFuzzer targets: the decoders of everything that comes from outside.
-$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/lib/wire.c src/lib/dump.c \
-		src/lib/strerror.c | $(DEPS_STAMP)
+$(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/model/wire.c src/model/dump.c \
+		src/model/strerror.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
-$(BUILD)/fuzz/fuzz_procfs: tests/fuzz/fuzz_procfs.c src/lib/procfs.c \
-		src/daemon/modfile.c src/daemon/nspid.c src/lib/dump.c \
-		src/lib/strerror.c | $(DEPS_STAMP)
+$(BUILD)/fuzz/fuzz_procfs: tests/fuzz/fuzz_procfs.c src/model/procfs.c \
+		src/daemon/modfile.c src/daemon/nspid.c src/model/dump.c \
+		src/model/strerror.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
@@ -243,15 +252,16 @@ tsan:
 ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(FIX_C) $(FIX_CXX) \
          $(BENCH_SRCS) $(wildcard tests/fuzz/*.c) \
          $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c)
-ALL_H := $(wildcard include/*.h src/*/*.h tests/unit/*.h tests/integration/*.h)
+ALL_H := $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/unit/*.h \
+         tests/integration/*.h)
 
 lint:
 	@sh scripts/deps.sh lint
 	cppcheck --quiet --error-exitcode=1 --inline-suppr --std=c11 \
 	    --enable=warning,performance,portability \
-	    --suppress=missingIncludeSystem -Iinclude -Isrc/lib src
+	    --suppress=missingIncludeSystem -Iinclude -Isrc src
 	clang-tidy --quiet $(LIB_SRCS) $(wildcard src/agent/*.c src/daemon/*.c \
-	    src/cli/*.c) -- -std=gnu11 -Iinclude -Isrc/lib $(PKG_CFLAGS)
+	    src/cli/*.c) -- -std=gnu11 -Iinclude -Isrc $(PKG_CFLAGS)
 
 format:
 	clang-format -i $(ALL_C) $(ALL_H)

@@ -26,12 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collect.h"
+#include "collector/collect.h"
 #include "exec.h"
-#include "handler.h"
-#include "paths.h"
-#include "procfs.h"
-#include "wire.h"
+#include "collector/signal/handler.h"
+#include "model/paths.h"
+#include "model/procfs.h"
+#include "model/wire.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000

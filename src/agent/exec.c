@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collect.h"
+#include "collector/collect.h"
 #include "exec.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "model/buf.h"
 #include "http_client.h"
 #include "stackwatch.h"
 

@@ -13,7 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "model/buf.h"
 #include "cli.h"
 #include "stackwatch.h"
 

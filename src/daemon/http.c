@@ -21,15 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "model/buf.h"
 #include "cond.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
 #include "watch.h"
-#include "procfs.h"
+#include "model/procfs.h"
 #include "query.h"
-#include "render.h"
+#include "render/render.h"
 #include "web.h"
 
 #define HTTP_THREADS 8

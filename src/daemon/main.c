@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "handler.h"
+#include "collector/signal/handler.h"
 #include "http.h"
 #include "log.h"
 #include "notify.h"

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "buf.h"
+#include "model/buf.h"
 #include "metrics.h"
 #include "watch.h"
 

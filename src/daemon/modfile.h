@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 struct mapping_info {
 	uint64_t start;

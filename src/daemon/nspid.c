@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "nspid.h"
-#include "procfs.h"
+#include "model/procfs.h"
 
 int nspid_parse(const char *buf, size_t len, pid_t *outer, pid_t *inner)
 {

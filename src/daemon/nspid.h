@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 #define NSPID_MAX_LEVELS 32 /* the kernel's MAX_PID_NS_LEVEL */
 

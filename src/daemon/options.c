@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "options.h"
-#include "procfs.h"
-#include "paths.h"
+#include "model/procfs.h"
+#include "model/paths.h"
 #include "stackwatch.h"
 
 #define DEFAULT_CONFIG "/etc/stackwatch/stackwatchd.conf"

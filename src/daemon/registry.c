@@ -17,14 +17,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "collect.h"
-#include "handler.h"
+#include "collector/collect.h"
+#include "collector/signal/handler.h"
 #include "log.h"
 #include "nspid.h"
-#include "procfs.h"
+#include "model/procfs.h"
 #include "cond.h"
 #include "registry.h"
-#include "wire.h"
+#include "model/wire.h"
 
 #define GRACE_MS 500 /* the agent's deadline plus this, for the answer */
 #define HELLO_MAX \

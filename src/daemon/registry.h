@@ -19,7 +19,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 #define REGISTRY_MAX_TARGETS 4096
 #define REGISTRY_MAX_PENDING 256 /* connections that have not said HELLO */

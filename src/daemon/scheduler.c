@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "cond.h"
-#include "handler.h"
+#include "collector/signal/handler.h"
 #include "log.h"
 #include "notify.h"
 #include "scheduler.h"

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "group.h"
-#include "handler.h"
+#include "render/group.h"
+#include "collector/signal/handler.h"
 #include "log.h"
 #include "modfile.h"
 #include "stacks.h"

@@ -19,9 +19,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "registry.h"
-#include "symbolize.h"
+#include "symbols/symbolize.h"
 
 /* Upper bounds (seconds) of the dump-duration histogram buckets. */
 #define STACKS_NBUCKETS 12

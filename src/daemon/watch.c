@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handler.h"
-#include "procfs.h"
-#include "render.h"
+#include "collector/signal/handler.h"
+#include "model/procfs.h"
+#include "render/render.h"
 #include "watch.h"
 
 /* The realtime instant of a sample taken ago_s before now. */

@@ -41,10 +41,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collect.h"
-#include "dump.h"
-#include "futex.h"
-#include "handler.h"
+#include "collector/collect.h"
+#include "model/dump.h"
+#include "collector/signal/futex.h"
+#include "collector/signal/handler.h"
 #include "stackwatch.h"
 #include "shapes.h"
 

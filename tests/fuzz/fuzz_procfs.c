@@ -10,7 +10,7 @@
 
 #include "../../src/daemon/modfile.h"
 #include "../../src/daemon/nspid.h"
-#include "procfs.h"
+#include "model/procfs.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "stackwatch.h"
-#include "wire.h"
+#include "model/wire.h"
 
 struct sw_dump;
 

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

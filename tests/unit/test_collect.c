@@ -20,7 +20,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

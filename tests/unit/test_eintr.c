@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

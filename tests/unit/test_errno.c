@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

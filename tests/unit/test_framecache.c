@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
-#include "framecache.h"
+#include "model/dump.h"
+#include "collector/signal/framecache.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

@@ -44,9 +44,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "dump.h"
-#include "handler.h"
-#include "stackmap.h"
+#include "model/dump.h"
+#include "collector/signal/handler.h"
+#include "collector/signal/stackmap.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

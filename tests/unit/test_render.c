@@ -1,5 +1,5 @@
 /*
- * test_render.c - the grouper (src/lib/group.c) and the renderers
+ * test_render.c - the grouper (src/render/group.c) and the renderers
  * (render_json.c, render_text.c, render_folded.c, render.c) on dumps built
  * by hand: which threads group together, the order of groups, the JSON
  * schema of INTERFACE.md key by key, and the whole text and folded output
@@ -16,9 +16,9 @@
 
 #include <cjson/cJSON.h>
 
-#include "dump.h"
-#include "group.h"
-#include "render.h"
+#include "model/dump.h"
+#include "render/group.h"
+#include "render/render.h"
 #include "stackwatch.h"
 #include "tap.h"
 

@@ -40,8 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dump.h"
-#include "handler.h"
+#include "model/dump.h"
+#include "collector/signal/handler.h"
 #include "stackwatch.h"
 #include "tap.h"
 #include "testutil.h"

@@ -1,5 +1,5 @@
 /*
- * test_symbolize.c - the symbolizer (src/lib/symbolize.c) on real code:
+ * test_symbolize.c - the symbolizer (src/symbols/symbolize.c) on real code:
  * addresses of functions in this test program and in libc, with the module
  * list the collector reads from the loader. Checks names, file:line of
  * known lines, inlined frames, demangling, symbol-version stripping,
@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
-#include "group.h"
-#include "modules.h"
-#include "symbolize.h"
+#include "model/dump.h"
+#include "render/group.h"
+#include "collector/modules.h"
+#include "symbols/symbolize.h"
 #include "tap.h"
 
 /* ------------------------------------------------ code to symbolize */

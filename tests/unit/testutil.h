@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "stackwatch.h"
 
 static inline pid_t tu_gettid(void)

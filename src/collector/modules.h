@@ -6,7 +6,7 @@
 #ifndef SW_MODULES_H
 #define SW_MODULES_H
 
-#include "dump.h"
+#include "model/dump.h"
 
 /*
  * Fills d->modules. The main program's path comes from /proc/self/exe; the

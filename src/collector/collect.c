@@ -23,13 +23,13 @@
 #include <unistd.h>
 
 #include "collect.h"
-#include "framecache.h"
-#include "futex.h"
-#include "handler.h"
-#include "loader_guard.h"
+#include "collector/signal/framecache.h"
+#include "collector/signal/futex.h"
+#include "collector/signal/handler.h"
+#include "collector/signal/loader_guard.h"
 #include "modules.h"
-#include "procfs.h"
-#include "stackmap.h"
+#include "model/procfs.h"
+#include "collector/signal/stackmap.h"
 
 /* The most a dump spends learning unwind rules afterwards. */
 #define COLLECT_LEARN_NS (5 * 1000000ull)

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 struct sym;
 

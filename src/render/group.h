@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 /*
  * Rebuilds d->groups from the frames of every thread with status ok:

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 struct collect_opts {
 	int timeout_ms; /* 1..600000 */

@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "collect.h"
-#include "group.h"
-#include "handler.h"
-#include "symbolize.h"
+#include "collector/collect.h"
+#include "render/group.h"
+#include "collector/signal/handler.h"
+#include "symbols/symbolize.h"
 
 /* The in-process symbolizer, kept warm across dumps. */
 static pthread_mutex_t sym_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 /*
  * Builds the JSON object of one process. On success *out is a cJSON tree

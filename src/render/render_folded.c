@@ -15,7 +15,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "buf.h"
+#include "model/buf.h"
 #include "render.h"
 
 #define FOLDED_MAX (64u << 20) /* bytes of one rendering */

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "model/buf.h"
 #include "render.h"
 
 #define TEXT_MAX (64u << 20) /* bytes of one rendering */

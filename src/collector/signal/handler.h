@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "dump.h"
+#include "model/dump.h"
 
 #define HANDLER_SLOTS 64 /* the largest window */
 

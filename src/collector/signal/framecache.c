@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "dump.h"
+#include "model/dump.h"
 #include "framecache.h"
 #include "handler.h"
 #include "stackmap.h"
