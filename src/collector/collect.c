@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "model/clock.h"
 #include "collect.h"
 #include "collector/signal/framecache.h"
 #include "collector/signal/futex.h"
@@ -117,7 +118,7 @@ static uint64_t fresh_gen(void)
 
 		if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) !=
 		    sizeof(seed))
-			seed = handler_now_ns() ^ ((uint64_t)getpid() << 32);
+			seed = clock_now_ns() ^ ((uint64_t)getpid() << 32);
 		/* Unpredictable, with room to count up for ages. */
 		next_gen = (seed & 0xffffffffffull) | 1;
 	}
@@ -401,7 +402,7 @@ static void start_more(struct run *r)
 {
 	size_t n = r->d->nthreads;
 
-	while (r->inflight < r->window && handler_now_ns() < r->deadline_ns) {
+	while (r->inflight < r->window && clock_now_ns() < r->deadline_ns) {
 		size_t i;
 		bool again = r->next >= n;
 
@@ -505,7 +506,7 @@ static void signal_all(struct run *r)
 			/* Every usable slot is quarantined. */
 			break;
 		}
-		now = handler_now_ns();
+		now = clock_now_ns();
 		if (now >= r->deadline_ns)
 			break;
 		/* No answer for a while: look for threads gone meanwhile. */
@@ -607,7 +608,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 			}
 			memcpy(t->ips, self_ips, self_n * sizeof(uint64_t));
 			t->nips = self_n;
-			t->captured_ns = handler_now_ns();
+			t->captured_ns = clock_now_ns();
 			t->status = SW_ST_OK;
 		} else if (traced) {
 			r->settled[i] = true;
@@ -639,7 +640,7 @@ static void finish_dump(struct run *r, uint64_t start_ns)
 			hi = t->captured_ns;
 	}
 	d->skew_us = hi > lo ? (hi - lo) / 1000 : 0;
-	d->elapsed_us = (handler_now_ns() - start_ns) / 1000;
+	d->elapsed_us = (clock_now_ns() - start_ns) / 1000;
 	if (procfs_read_cmdline(0, &d->cmdline) < 0)
 		d->cmdline = strdup("");
 	name = program_invocation_short_name;
@@ -659,7 +660,7 @@ static void finish_dump(struct run *r, uint64_t start_ns)
 static void learn_rules(struct run *r)
 {
 	const struct sw_dump *d = r->d;
-	uint64_t until = handler_now_ns() + COLLECT_LEARN_NS;
+	uint64_t until = clock_now_ns() + COLLECT_LEARN_NS;
 
 	if (until > r->deadline_ns)
 		until = r->deadline_ns;
@@ -699,7 +700,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		r.window = HANDLER_SLOTS;
 
 	pthread_mutex_lock(&collect_lock);
-	start_ns = handler_now_ns();
+	start_ns = clock_now_ns();
 	r.deadline_ns = start_ns + (uint64_t)opts->timeout_ms * 1000000ull;
 	rc = handler_check();
 	if (rc < 0)

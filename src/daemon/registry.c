@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "model/clock.h"
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
 #include "log.h"
@@ -63,7 +64,7 @@ struct registry {
 
 static uint64_t now_ms(void)
 {
-	return handler_now_ns() / 1000000u;
+	return clock_now_ns() / 1000000u;
 }
 
 void target_get(struct target *t)

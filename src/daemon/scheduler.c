@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/clock.h"
 #include "cond.h"
 #include "collector/signal/handler.h"
 #include "log.h"
@@ -101,7 +102,7 @@ static void *sched_main(void *arg)
 	struct scheduler *s = arg;
 
 	for (;;) {
-		uint64_t now = handler_now_ns();
+		uint64_t now = clock_now_ns();
 		uint64_t next = pass(s, now);
 		struct timespec ts;
 
@@ -143,8 +144,7 @@ static void *worker_main(void *arg)
 		s->len--;
 		pthread_mutex_unlock(&s->lock);
 		/* Clear the flag and advance the ticker before sampling. */
-		atomic_store(&t->next_due_ns,
-			     handler_now_ns() + s->interval_ns);
+		atomic_store(&t->next_due_ns, clock_now_ns() + s->interval_ns);
 		atomic_store(&t->queued, false);
 		rc = stacks_get_flags(s->st, t, s->timeout_ms, STACKS_NOWAIT,
 				      &sd);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/clock.h"
 #include "render/group.h"
 #include "collector/signal/handler.h"
 #include "log.h"
@@ -71,13 +72,13 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 		bool symbols, struct sw_dump **out)
 {
-	uint64_t start = handler_now_ns();
+	uint64_t start = clock_now_ns();
 	struct sw_dump *d = NULL;
 	int rc;
 
 	*out = NULL;
 	rc = target_dump_raw(t, timeout_ms, &d);
-	count(s, rc, d, (handler_now_ns() - start) / 1000);
+	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
 		log_info("dump of pid %d failed: %s", (int)t->pid,
 			 sw_strerror(rc));
@@ -323,7 +324,7 @@ static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
 {
 	struct sw_dump *d = NULL;
 	struct sdump *sd = NULL;
-	uint64_t now = handler_now_ns();
+	uint64_t now = clock_now_ns();
 	int rc;
 
 	rc = stacks_dump(s, t, timeout_ms, true, &d);
@@ -377,7 +378,7 @@ int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
 int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
 		     int flags, struct sdump **out)
 {
-	uint64_t now = handler_now_ns();
+	uint64_t now = clock_now_ns();
 	uint64_t deadline = now + (uint64_t)timeout_ms * 1000000ull + GRACE_NS;
 	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
 			       .tv_nsec = (long)(deadline % 1000000000ull) };

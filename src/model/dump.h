@@ -18,13 +18,8 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "limits.h"
 #include "stackwatch.h"
-
-#define SW_MAX_FRAMES 256    /* raw ips captured per thread */
-#define SW_MAX_THREADS 65536 /* threads per dump */
-#define SW_MAX_MODULES 4096  /* modules per dump */
-#define SW_BUILD_ID_MAX 64   /* bytes of a build-id */
-#define SW_COMM_MAX 16	     /* bytes of a task name, NUL included */
 
 enum sw_status {
 	SW_ST_OK = 0,
@@ -35,12 +30,6 @@ enum sw_status {
 	SW_ST_ERROR,
 	SW_ST_COUNT
 };
-
-/* Thread flags. */
-#define SW_TF_FIRST_EXACT 0x1 /* ips[0] is an interrupted pc, not a return */
-#define SW_TF_IN_LOADER 0x2   /* stopped inside the dynamic loader */
-#define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
-#define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
 
 /*
  * One symbolized frame. Its strings belong to the dump (dump_strdup()) or

@@ -20,9 +20,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "model/dump.h"
+#include "model/clock.h"
+#include "model/limits.h"
 #include "framecache.h"
-#include "handler.h"
 #include "stackmap.h"
 #include "unwind.h"
 
@@ -381,7 +381,7 @@ static void learn_one(uint64_t pc, bool exact)
 	if (probes_left == 0 ||
 	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL)
 		return;
-	if (learn_until_ns && handler_now_ns() >= learn_until_ns) {
+	if (learn_until_ns && clock_now_ns() >= learn_until_ns) {
 		probes_left = 0; /* the rest, next time */
 		return;
 	}

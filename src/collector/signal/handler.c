@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stackwatch.h"
+#include "model/clock.h"
 #include "framecache.h"
 #include "futex.h"
 #include "handler.h"
@@ -34,23 +37,8 @@
 #include "stackmap.h"
 #include "unwind.h"
 
-struct slot handler_slots[HANDLER_SLOTS];
-_Atomic uint32_t handler_done_seq;
-__thread volatile int handler_depth __attribute__((tls_model("initial-exec")));
-
-volatile int handler_empty;
-_Atomic int handler_want_name;
-static int installed_signo;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static int install_result;
-
-uint64_t handler_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * Unwinds from the interrupted context uc into s. Async-signal-safe. The
@@ -265,7 +253,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		goto out;
 	}
 	sw_loader_snap_ok = 1;
-	s->captured_ns = handler_now_ns();
+	s->captured_ns = clock_now_ns();
 	if (handler_empty) {
 		s->nips = 0;
 		s->flags = 0;
@@ -456,7 +444,7 @@ static void install(void)
 		install_result = -errno;
 		return;
 	}
-	installed_signo = signo;
+	handler_signo = signo;
 	install_result = signo;
 }
 
@@ -468,16 +456,16 @@ int handler_install(void)
 
 int handler_signal(void)
 {
-	return installed_signo;
+	return handler_signo;
 }
 
 int handler_check(void)
 {
 	struct sigaction cur;
 
-	if (!installed_signo)
+	if (!handler_signo)
 		return SW_ENOTINIT;
-	if (sigaction(installed_signo, NULL, &cur) < 0)
+	if (sigaction(handler_signo, NULL, &cur) < 0)
 		return -errno;
 	if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != handler)
 		return SW_EHANDLER;

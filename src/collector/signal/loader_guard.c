@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/clock.h"
 #include "futex.h"
-#include "handler.h"
 #include "loader_guard.h"
 
 __thread volatile int sw_loader_depth
@@ -135,7 +135,7 @@ NOT_TSAN static void close_enter(void)
 				return;
 			continue;
 		}
-		gate_wait(v, handler_now_ns() + 1000000000ull);
+		gate_wait(v, clock_now_ns() + 1000000000ull);
 	}
 }
 

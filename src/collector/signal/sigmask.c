@@ -26,7 +26,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "handler.h"
+#include "sigctx.h"
 #include "sigmask.h"
 #include "unwind.h"
 
@@ -62,7 +62,7 @@ static mask_fn resolve(_Atomic(mask_fn) *slot, const char *name)
 /* The set the caller asked for, minus our signal where it would block it. */
 static const sigset_t *filter(int how, const sigset_t *set, sigset_t *copy)
 {
-	int signo = handler_signal();
+	int signo = handler_signo;
 
 	if (!set || signo <= 0 || how == SIG_UNBLOCK)
 		return set;

@@ -1,0 +1,13 @@
+/*
+ * sigctx.c - the storage of sigctx.h: the slot table, the done counter,
+ * the handler's per-thread depth and the installed signal.
+ */
+#include "sigctx.h"
+
+struct slot handler_slots[HANDLER_SLOTS];
+_Atomic uint32_t handler_done_seq;
+__thread volatile int handler_depth __attribute__((tls_model("initial-exec")));
+
+volatile int handler_empty;
+_Atomic int handler_want_name;
+int handler_signo;

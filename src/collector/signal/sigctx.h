@@ -1,0 +1,79 @@
+/*
+ * sigctx.h - what the handler shares with the rest of the process: the
+ * slots it writes, the counter it bumps when done, the per-thread depth
+ * that says a thread is inside it, and the signal it is installed on.
+ *
+ * These are leaf facts: the dumper (collect.c), the mask interposers
+ * (sigmask.c) and tests read them without importing the handler itself.
+ * Defined in sigctx.c; the handler (handler.c) is their only writer on
+ * signal context.
+ */
+#ifndef SW_SIGCTX_H
+#define SW_SIGCTX_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "model/limits.h"
+
+#define HANDLER_SLOTS 64 /* the largest window */
+
+/*
+ * Bytes of stack the handler needs below its own frame to unwind (cursor,
+ * libunwind's DWARF state, getrusage): at most 3148 measured across the
+ * whole test suite, C++ and loader threads included (test_low_stack.c
+ * checks one case against this), more than doubled for paths no test
+ * reaches. With less left the handler takes only the interrupted pc
+ * (SW_TF_LOW_STACK). The kernel's signal frame comes on top of it.
+ */
+#define HANDLER_STACK_NEED (8 * 1024)
+
+/* Slot states, the low two bits of a slot word; the rest is generation. */
+enum {
+	SLOT_FREE = 0,	  /* usable by the dumper */
+	SLOT_ARMED = 1,	  /* signal sent, waiting for the handler */
+	SLOT_WRITING = 2, /* a handler claimed it and is writing */
+	SLOT_DONE = 3,	  /* the handler published; the dumper may read */
+};
+#define SLOT_WORD(gen, state) (((uint64_t)(gen) << 2) | (state))
+#define SLOT_STATE(w) ((unsigned)((w)&3))
+#define SLOT_GEN(w) ((w) >> 2)
+
+struct slot {
+	_Atomic uint64_t word;
+	uint32_t nips;
+	uint32_t flags; /* SW_TF_* */
+	uint64_t captured_ns;
+	uint64_t utime_us; /* the thread's CPU time, from getrusage */
+	uint64_t stime_us;
+	char name[16]; /* its name (PR_GET_NAME) if asked, else "" */
+	char state;    /* 'S' interrupted in a system call, else 'R' */
+	char walk;     /* 'r' by learnt rules, 'u' by libunwind, else 0 */
+	uint64_t ips[SW_MAX_FRAMES];
+};
+
+extern struct slot handler_slots[HANDLER_SLOTS];
+/* Incremented by every handler that publishes; the dumper futex-waits on
+ * it. */
+extern _Atomic uint32_t handler_done_seq;
+/*
+ * Nonzero while this thread runs our handler. Initial-exec TLS: reading it
+ * never allocates, so a malloc interposer may test it (the safety trap).
+ */
+extern __thread volatile int handler_depth
+	__attribute__((tls_model("initial-exec")));
+
+/*
+ * Benchmarks only: when nonzero the handler claims, publishes and wakes but
+ * neither unwinds nor reads CPU times: the floor the collector is measured
+ * against.
+ */
+extern volatile int handler_empty;
+
+/* Nonzero: handlers read their thread's name into the slot. */
+extern _Atomic int handler_want_name;
+
+/* The installed signal, or 0; set once, before any signal is sent. */
+extern int handler_signo;
+
+#endif /* SW_SIGCTX_H */

@@ -1,0 +1,23 @@
+/*
+ * limits.h - the bounds and flags of a raw dump: how many frames, threads
+ * and modules one holds, and what a thread's flags mean.
+ *
+ * Constants only, so that code on signal context (collector/signal/) can
+ * size and flag what it records without importing the rest of the model.
+ */
+#ifndef SW_LIMITS_H
+#define SW_LIMITS_H
+
+#define SW_MAX_FRAMES 256    /* raw ips captured per thread */
+#define SW_MAX_THREADS 65536 /* threads per dump */
+#define SW_MAX_MODULES 4096  /* modules per dump */
+#define SW_BUILD_ID_MAX 64   /* bytes of a build-id */
+#define SW_COMM_MAX 16	     /* bytes of a task name, NUL included */
+
+/* Thread flags. */
+#define SW_TF_FIRST_EXACT 0x1 /* ips[0] is an interrupted pc, not a return */
+#define SW_TF_IN_LOADER 0x2   /* stopped inside the dynamic loader */
+#define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
+#define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
+
+#endif /* SW_LIMITS_H */
