@@ -1,7 +1,8 @@
 /*
- * cli.h - what the files of the stackwatch CLI share: the exit statuses,
- * the global options, one entry point per subcommand (targets.c, dump.c,
- * run.c), the messages (main.c) and the request helper (request.c).
+ * cli.h - what the subcommands of the stackwatch CLI share: the exit
+ * statuses, the global options, the usage text and messages (common.c)
+ * and the request helper (request.c). The subcommands' entry points are
+ * in commands.h, for main.c alone.
  */
 #ifndef SW_CLI_H
 #define SW_CLI_H
@@ -25,15 +26,6 @@ struct cli {
 };
 
 struct http_response;
-
-/*
- * The subcommands. argv[0] is the subcommand's name and argv[argc] is
- * NULL. Each returns the exit status and has printed why when it is not
- * 0; cmd_run returns only when it could not exec.
- */
-int cmd_targets(const struct cli *cli, int argc, char **argv);
-int cmd_dump(const struct cli *cli, int argc, char **argv);
-int cmd_run(const struct cli *cli, int argc, char **argv);
 
 /* Prints the full help (for --help) to f. */
 void cli_usage(FILE *f);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "http_client.h"
 
 /* Parses a decimal pid, 1..INT_MAX with nothing else around it. */

@@ -1,100 +1,16 @@
 /*
- * main.c - the stackwatch CLI: reads the global options, hands the rest
- * of the command line to one subcommand (targets.c, dump.c, run.c), and
- * holds the usage text and the message helpers they share.
+ * main.c - the stackwatch CLI: reads the global options and hands the rest
+ * of the command line to one subcommand (targets.c, dump.c, run.c). What
+ * they share is in common.c and request.c, so main.c is the top: nothing
+ * imports it.
  */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "stackwatch.h"
-
-static const char short_usage[] =
-	"usage: stackwatch [--url URL] targets\n"
-	"       stackwatch [--url URL] dump [--format text|json|folded] [PID]\n"
-	"       stackwatch run [--socket PATH] -- CMD [ARG...]\n"
-	"       stackwatch --version | --help\n";
-
-void cli_usage(FILE *f)
-{
-	fputs(short_usage, f);
-	fputs("\n"
-	      "Shows the stack of every thread of running processes, through "
-	      "the\nstackwatchd daemon.\n"
-	      "\n"
-	      "Commands:\n"
-	      "  targets         list the processes registered with the "
-	      "daemon\n"
-	      "  dump [PID]      the stacks of one process, or of all when "
-	      "PID is\n"
-	      "                  omitted; --format text (default), json or "
-	      "folded\n"
-	      "  run CMD...      execute CMD in place (same pid) with the "
-	      "agent\n"
-	      "                  loaded; --socket PATH sets the daemon's "
-	      "agent socket\n"
-	      "\n"
-	      "Options:\n"
-	      "  --url URL       the daemon, http://HOST[:PORT][/PATH]; "
-	      "default\n"
-	      "                  $STACKWATCH_URL, else " CLI_DEFAULT_URL "\n"
-	      "  --version       print the version and exit\n"
-	      "  --help          print this help and exit\n"
-	      "\n"
-	      "Environment: STACKWATCH_URL, STACKWATCH_TOKEN (sent as a "
-	      "bearer token).\n"
-	      "Exit status: 0 success, 1 the daemon answered with an error, "
-	      "2 usage\nerror, 3 the daemon cannot be reached; run: 126 or "
-	      "127 when CMD\ncannot be executed.\n",
-	      f);
-}
-
-void cli_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("stackwatch: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-int cli_usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fputs("stackwatch: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	fputs(short_usage, stderr);
-	return CLI_EUSAGE;
-}
-
-void cli_put_safe(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		putc(c < 0x20 || c == 0x7f ? '?' : c, f);
-	}
-}
-
-int cli_finish(int status)
-{
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		cli_error("write error: %s", strerror(errno));
-		return status ? status : CLI_EDAEMON;
-	}
-	return status;
-}
 
 int main(int argc, char **argv)
 {

@@ -15,6 +15,7 @@
 
 #include "model/buf.h"
 #include "cli.h"
+#include "commands.h"
 #include "stackwatch.h"
 
 #define AGENT_NAME "libstackwatch-agent.so"

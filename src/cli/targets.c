@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "http_client.h"
 
 struct row {

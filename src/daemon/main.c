@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 			sw_strerror(rc));
 		return 1;
 	}
-	rc = registry_start(o.agent_socket, &reg);
+	rc = registry_start(o.agent_socket, &stacks_hooks, &reg);
 	if (rc < 0) {
 		fprintf(stderr,
 			"stackwatchd: cannot listen for agents on %s: %s\n",

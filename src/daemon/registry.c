@@ -23,7 +23,6 @@
 #include "log.h"
 #include "nspid.h"
 #include "model/procfs.h"
-#include "cond.h"
 #include "registry.h"
 #include "model/wire.h"
 
@@ -60,6 +59,7 @@ struct registry {
 	char path[108];
 	pthread_t thread;
 	bool running;
+	const struct registry_hooks *hooks;
 };
 
 static uint64_t now_ms(void)
@@ -80,10 +80,9 @@ void target_put(struct target *t)
 		close(t->fd);
 	if (t->pidfd >= 0)
 		close(t->pidfd);
-	stacks_target_release(t);
+	if (t->svc)
+		t->hooks->svc_free(t->svc);
 	pthread_mutex_destroy(&t->io_lock);
-	pthread_mutex_destroy(&t->dump_lock);
-	pthread_cond_destroy(&t->dump_cond);
 	free(t->rx);
 	free(t->cmdline);
 	free(t);
@@ -112,12 +111,19 @@ bool target_alive(const struct target *t)
 	}
 }
 
-static struct target *target_new(pid_t pid, uid_t uid, int fd)
+static struct target *target_new(const struct registry *r, pid_t pid, uid_t uid,
+				 int fd)
 {
 	struct target *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return NULL;
+	t->hooks = r->hooks;
+	t->svc = r->hooks->svc_new();
+	if (!t->svc) {
+		free(t);
+		return NULL;
+	}
 	t->kind = KIND_TARGET;
 	t->refs = 1; /* the registry's */
 	t->pid = pid;
@@ -125,9 +131,6 @@ static struct target *target_new(pid_t pid, uid_t uid, int fd)
 	t->fd = fd;
 	t->pidfd = -1;
 	pthread_mutex_init(&t->io_lock, NULL);
-	pthread_mutex_init(&t->dump_lock, NULL);
-	/* Waits on it have deadlines on the monotonic clock. */
-	cond_init_monotonic(&t->dump_cond);
 	clock_gettime(CLOCK_REALTIME, &t->registered_at);
 	return t;
 }
@@ -265,7 +268,7 @@ static void register_agent(struct registry *r, struct pending *p,
 	struct target *t;
 	int fd = p->fd;
 
-	t = target_new(p->pid, p->uid, fd);
+	t = target_new(r, p->pid, p->uid, fd);
 	if (!t) {
 		close_pending(r, p);
 		return;
@@ -429,7 +432,7 @@ static int open_listener(struct registry *r, const char *path)
 
 static int add_self(struct registry *r)
 {
-	struct target *t = target_new(getpid(), geteuid(), -1);
+	struct target *t = target_new(r, getpid(), geteuid(), -1);
 	char *cmdline = NULL;
 
 	if (!t)
@@ -443,7 +446,8 @@ static int add_self(struct registry *r)
 	return add_target(r, t);
 }
 
-int registry_start(const char *path, struct registry **out)
+int registry_start(const char *path, const struct registry_hooks *hooks,
+		   struct registry **out)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct registry *r = calloc(1, sizeof(*r));
@@ -451,6 +455,7 @@ int registry_start(const char *path, struct registry **out)
 
 	if (!r)
 		return -ENOMEM;
+	r->hooks = hooks;
 	pthread_mutex_init(&r->lock, NULL);
 	r->listen_fd = r->wake_fd = r->epfd = -1;
 	r->listen_kind = KIND_LISTEN;

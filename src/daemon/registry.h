@@ -42,16 +42,9 @@ struct target {
 	_Atomic uint64_t last_sample_ms; /* CLOCK_REALTIME ms, 0: never */
 	_Atomic uint32_t last_threads;
 
-	/* The dump service's state (stacks.c), under dump_lock. */
-	pthread_mutex_t dump_lock;
-	pthread_cond_t dump_cond;
-	bool dumping;		  /* a dump is in flight: others wait for it */
-	uint64_t dump_gen;	  /* bumped when a dump ends */
-	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
-	int last_rc;		  /* its result */
-	struct sdump *last;	  /* its dump, NULL after an error */
-	struct sdump **hist;	  /* the last samples, oldest first */
-	size_t nhist;
+	/* The dump service's state (stacks.c's), opaque here. */
+	struct target_svc *svc;
+	const struct registry_hooks *hooks;
 
 	/* The scheduler's (scheduler.c). */
 	_Atomic bool queued;	      /* a sampling job is queued */
@@ -66,18 +59,26 @@ struct target {
 };
 
 struct registry;
-struct sdump;
 
-/* Frees the dump service's state of t (stacks.c). */
-void stacks_target_release(struct target *t);
+/*
+ * What the service that dumps targets (stacks.c) keeps per target: made
+ * with each target and freed when its last reference goes. The registry
+ * knows nothing of what is inside.
+ */
+struct registry_hooks {
+	struct target_svc *(*svc_new)(void); /* NULL: out of memory */
+	void (*svc_free)(struct target_svc *svc);
+};
 
 /*
  * Creates the agent socket at path (its directory made 0755 if missing, a
  * stale socket replaced, the socket itself 0666 so any user's programs can
  * register) and starts the listener thread. The daemon's own entry is
- * registered first. Returns 0 or a negative errno.
+ * registered first. Every target gets its service state from hooks.
+ * Returns 0 or a negative errno.
  */
-int registry_start(const char *path, struct registry **out);
+int registry_start(const char *path, const struct registry_hooks *hooks,
+		   struct registry **out);
 
 /* Stops the listener, unregisters everyone, removes the socket. */
 void registry_stop(struct registry *r);

@@ -9,7 +9,7 @@
 
 #include "model/clock.h"
 #include "render/group.h"
-#include "collector/signal/handler.h"
+#include "cond.h"
 #include "log.h"
 #include "modfile.h"
 #include "stacks.h"
@@ -127,16 +127,43 @@ void sdump_put(struct sdump *sd)
 	free(sd);
 }
 
-void stacks_target_release(struct target *t)
+/* What the dump service keeps per target, under dump_lock. */
+struct target_svc {
+	pthread_mutex_t dump_lock;
+	pthread_cond_t dump_cond;
+	bool dumping;		  /* a dump is in flight: others wait for it */
+	uint64_t dump_gen;	  /* bumped when a dump ends */
+	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
+	int last_rc;		  /* its result */
+	struct sdump *last;	  /* its dump, NULL after an error */
+	struct sdump **hist;	  /* the last samples, oldest first */
+	size_t nhist;
+};
+
+static struct target_svc *svc_new(void)
 {
-	sdump_put(t->last);
-	t->last = NULL;
-	for (size_t i = 0; i < t->nhist; i++)
-		sdump_put(t->hist[i]);
-	free(t->hist);
-	t->hist = NULL;
-	t->nhist = 0;
+	struct target_svc *svc = calloc(1, sizeof(*svc));
+
+	if (!svc)
+		return NULL;
+	pthread_mutex_init(&svc->dump_lock, NULL);
+	/* Waits on it have deadlines on the monotonic clock. */
+	cond_init_monotonic(&svc->dump_cond);
+	return svc;
 }
+
+static void svc_free(struct target_svc *svc)
+{
+	sdump_put(svc->last);
+	for (size_t i = 0; i < svc->nhist; i++)
+		sdump_put(svc->hist[i]);
+	free(svc->hist);
+	pthread_mutex_destroy(&svc->dump_lock);
+	pthread_cond_destroy(&svc->dump_cond);
+	free(svc);
+}
+
+const struct registry_hooks stacks_hooks = { svc_new, svc_free };
 
 static int cmp_index_by_tid(const void *a, const void *b, void *arg)
 {
@@ -299,23 +326,23 @@ static void apply_history(struct sw_dump *d, uint64_t now,
 /* Appends sd to t's history, dropping the oldest past the limit. */
 static void remember(struct stacks *s, struct target *t, struct sdump *sd)
 {
-	if (!t->hist) {
+	if (!t->svc->hist) {
 		/* an array of pointers */
-		t->hist = calloc(
+		t->svc->hist = calloc(
 			s->history,
-			sizeof(*t->hist)); // NOLINT(bugprone-sizeof-expression)
-		if (!t->hist)
+			sizeof(*t->svc->hist)); // NOLINT(bugprone-sizeof-expression)
+		if (!t->svc->hist)
 			return;
 	}
-	if (t->nhist == s->history) {
-		sdump_put(t->hist[0]);
-		memmove(t->hist, t->hist + 1,
-			(t->nhist -
-			 1) * sizeof(*t->hist)); // NOLINT(bugprone-sizeof-expression)
-		t->nhist--;
+	if (t->svc->nhist == s->history) {
+		sdump_put(t->svc->hist[0]);
+		memmove(t->svc->hist, t->svc->hist + 1,
+			(t->svc->nhist -
+			 1) * sizeof(*t->svc->hist)); // NOLINT(bugprone-sizeof-expression)
+		t->svc->nhist--;
 	}
 	sdump_get(sd);
-	t->hist[t->nhist++] = sd;
+	t->svc->hist[t->svc->nhist++] = sd;
 }
 
 /* Takes a fresh dump of t and publishes it; called with dump_lock free. */
@@ -335,37 +362,39 @@ static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
 			rc = -ENOMEM;
 		}
 	}
-	pthread_mutex_lock(&t->dump_lock);
+	pthread_mutex_lock(&t->svc->dump_lock);
 	if (rc == 0) {
 		sd->refs = 1;
 		sd->d = d;
 		sd->mono_ns = now;
-		apply_history(d, now, t->nhist ? t->hist[t->nhist - 1] : NULL);
+		apply_history(d, now,
+			      t->svc->nhist ? t->svc->hist[t->svc->nhist - 1]
+					    : NULL);
 		dump_compact(d);
 		remember(s, t, sd);
-		sdump_put(t->last);
-		t->last = sd;
+		sdump_put(t->svc->last);
+		t->svc->last = sd;
 		sdump_get(sd);
 		*out = sd;
 	} else {
-		sdump_put(t->last);
-		t->last = NULL;
+		sdump_put(t->svc->last);
+		t->svc->last = NULL;
 	}
-	t->last_rc = rc;
-	t->dumping = false;
-	t->dump_gen++;
-	pthread_cond_broadcast(&t->dump_cond);
-	pthread_mutex_unlock(&t->dump_lock);
+	t->svc->last_rc = rc;
+	t->svc->dumping = false;
+	t->svc->dump_gen++;
+	pthread_cond_broadcast(&t->svc->dump_cond);
+	pthread_mutex_unlock(&t->svc->dump_lock);
 	return rc;
 }
 
 /* The published result, with a reference; called under dump_lock. */
 static int published(struct target *t, struct sdump **out)
 {
-	if (t->last_rc < 0 || !t->last)
-		return t->last_rc < 0 ? t->last_rc : -EAGAIN;
-	sdump_get(t->last);
-	*out = t->last;
+	if (t->svc->last_rc < 0 || !t->svc->last)
+		return t->svc->last_rc < 0 ? t->svc->last_rc : -EAGAIN;
+	sdump_get(t->svc->last);
+	*out = t->svc->last;
 	return 0;
 }
 
@@ -385,37 +414,38 @@ int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
 	int rc;
 
 	*out = NULL;
-	pthread_mutex_lock(&t->dump_lock);
-	if (t->dumping && (flags & STACKS_NOWAIT)) {
-		pthread_mutex_unlock(&t->dump_lock);
+	pthread_mutex_lock(&t->svc->dump_lock);
+	if (t->svc->dumping && (flags & STACKS_NOWAIT)) {
+		pthread_mutex_unlock(&t->svc->dump_lock);
 		return -EBUSY;
 	}
-	if (t->dumping) {
-		uint64_t gen = t->dump_gen;
+	if (t->svc->dumping) {
+		uint64_t gen = t->svc->dump_gen;
 
 		atomic_fetch_add(&s->m.coalesced, 1);
-		while (t->dump_gen == gen) {
-			if (pthread_cond_timedwait(&t->dump_cond, &t->dump_lock,
+		while (t->svc->dump_gen == gen) {
+			if (pthread_cond_timedwait(&t->svc->dump_cond,
+						   &t->svc->dump_lock,
 						   &ts) == ETIMEDOUT &&
-			    t->dump_gen == gen) {
-				pthread_mutex_unlock(&t->dump_lock);
+			    t->svc->dump_gen == gen) {
+				pthread_mutex_unlock(&t->svc->dump_lock);
 				return -ETIMEDOUT;
 			}
 		}
 		rc = published(t, out);
-		pthread_mutex_unlock(&t->dump_lock);
+		pthread_mutex_unlock(&t->svc->dump_lock);
 		return rc;
 	}
-	if (t->last_attempt_ns &&
-	    now - t->last_attempt_ns < s->min_interval_ns) {
+	if (t->svc->last_attempt_ns &&
+	    now - t->svc->last_attempt_ns < s->min_interval_ns) {
 		atomic_fetch_add(&s->m.cached, 1);
 		rc = published(t, out);
-		pthread_mutex_unlock(&t->dump_lock);
+		pthread_mutex_unlock(&t->svc->dump_lock);
 		return rc;
 	}
-	t->dumping = true;
-	t->last_attempt_ns = now;
-	pthread_mutex_unlock(&t->dump_lock);
+	t->svc->dumping = true;
+	t->svc->last_attempt_ns = now;
+	pthread_mutex_unlock(&t->svc->dump_lock);
 	return fresh_dump(s, t, timeout_ms, out);
 }
 
@@ -446,9 +476,9 @@ struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
 	struct sdump *found = NULL;
 	uint64_t age_ns = (uint64_t)(age_s * 1e9);
 
-	pthread_mutex_lock(&t->dump_lock);
-	for (size_t i = t->nhist; i-- > 0;) {
-		struct sdump *sd = t->hist[i];
+	pthread_mutex_lock(&t->svc->dump_lock);
+	for (size_t i = t->svc->nhist; i-- > 0;) {
+		struct sdump *sd = t->svc->hist[i];
 
 		if (sd->mono_ns <= now_ns && now_ns - sd->mono_ns >= age_ns) {
 			found = sd;
@@ -456,7 +486,7 @@ struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
 			break;
 		}
 	}
-	pthread_mutex_unlock(&t->dump_lock);
+	pthread_mutex_unlock(&t->svc->dump_lock);
 	return found;
 }
 
@@ -475,16 +505,16 @@ int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 	*sd = NULL;
 	*out = NULL;
 	*n = 0;
-	pthread_mutex_lock(&t->dump_lock);
-	if (t->nhist) {
-		now = t->hist[t->nhist - 1];
+	pthread_mutex_lock(&t->svc->dump_lock);
+	if (t->svc->nhist) {
+		now = t->svc->hist[t->svc->nhist - 1];
 		sdump_get(now);
 	}
-	if (t->nhist > 1) {
-		prev = t->hist[t->nhist - 2];
+	if (t->svc->nhist > 1) {
+		prev = t->svc->hist[t->svc->nhist - 2];
 		sdump_get(prev);
 	}
-	pthread_mutex_unlock(&t->dump_lock);
+	pthread_mutex_unlock(&t->svc->dump_lock);
 	if (!now)
 		return 0;
 	list = calloc(now->d->nthreads ? now->d->nthreads : 1, sizeof(*list));

@@ -23,6 +23,9 @@
 #include "registry.h"
 #include "symbols/symbolize.h"
 
+/* Gives each target the service's state; for registry_start(). */
+extern const struct registry_hooks stacks_hooks;
+
 /* Upper bounds (seconds) of the dump-duration histogram buckets. */
 #define STACKS_NBUCKETS 12
 extern const double stacks_buckets[STACKS_NBUCKETS];
