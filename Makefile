@@ -19,7 +19,7 @@ PKG_CONFIG ?= pkg-config
 # libunwind is loaded at run time (src/collector/signal/unwind.c): headers
 # only here.
 LIB_PKGS  := libdw libcjson
-PKGS      := libunwind $(LIB_PKGS) libmicrohttpd libsystemd
+PKGS      := libunwind $(LIB_PKGS) libmicrohttpd libsystemd libcurl
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
              -Wpointer-arith -Wvla -Wwrite-strings -Wformat=2
 OPT       ?= -O2 -g
@@ -76,6 +76,7 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 DAEMON_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/daemon/*.c)))
 DAEMON_LIBS = $(shell $(PKG_CONFIG) --libs libmicrohttpd libsystemd 2>/dev/null)
 CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/cli/*.c)))
+CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
 
 DEPS_STAMP := $(BUILD)/.deps-build
 
@@ -136,7 +137,7 @@ $(BUILD)/stackwatchd: $(DAEMON_OBJS) $(WEB_OBJ) $(BUILD)/libstackwatch.a
 
 $(BUILD)/stackwatch: $(CLI_OBJS) $(BUILD)/libstackwatch.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
-	    $(SW_LIBS)
+	    $(CURL_LIBS) $(SW_LIBS)
 
 $(BUILD)/libstackwatch.a: $(LIB_OBJS)
 	@rm -f $@
@@ -152,11 +153,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
 
 # Integration tests drive the real daemon over HTTP with the CLI's client.
 $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libstackwatch.a \
-		$(BUILD)/obj/cli/http_client.o tests/integration/itest.h
+		$(BUILD)/obj/cli/http.o tests/integration/itest.h
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -O0 -Itests/unit -Itests/integration -o $@ $< \
-	    $(BUILD)/obj/cli/http_client.o $(BUILD)/libstackwatch.a \
-	    $(SW_LDFLAGS) $(SW_LIBS)
+	    $(BUILD)/obj/cli/http.o $(BUILD)/libstackwatch.a \
+	    $(SW_LDFLAGS) $(CURL_LIBS) $(SW_LIBS)
 
 # Fixtures are built without optimization so their frames and lines are
 # deterministic; -rdynamic exports sw_loader_depth so that a preloaded agent
@@ -194,9 +195,7 @@ $(BUILD)/bench/bench_target: tests/bench/bench_target.c tests/bench/shapes.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 $(OPT) -pthread $(WARN) $(if $(WERROR),-Werror) -o $@ $<
 
-# The client's test includes its source.
-$(BUILD)/tests/test_cli_http: src/cli/http_client.c src/cli/http_client.h
-# So does the test of the daemon's pid namespace translation.
+# The test of the daemon's pid namespace translation includes its source.
 $(BUILD)/tests/test_nspid: src/daemon/nspid.c src/daemon/nspid.h
 
 test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS) $(FUZZ_BINS)

@@ -8,7 +8,7 @@
 set -eu
 
 build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev \
-libcjson-dev libmicrohttpd-dev libsystemd-dev"
+libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev"
 # clang: the libFuzzer pass; prometheus: promtool checks /metrics;
 # strace: proves the daemon sends no signal; curl: the README's examples.
 testtools="clang strace prometheus curl"

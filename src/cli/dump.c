@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "http_client.h"
+#include "http.h"
 
 /* Parses a decimal pid, 1..INT_MAX with nothing else around it. */
 static int parse_pid(const char *s, long *out)

@@ -1,6 +1,6 @@
 /*
  * request.c - how the subcommands talk to the daemon: one GET through
- * http_client.c, with every way it can fail turned into the message and
+ * http.c (libcurl), with every way it can fail turned into the message and
  * the exit status that INTERFACE.md promises (1 for an error answer, 2
  * for a bad URL, 3 when the daemon cannot be reached).
  */
@@ -13,7 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
-#include "http_client.h"
+#include "http.h"
 #include "stackwatch.h"
 
 /*
@@ -88,14 +88,13 @@ int cli_get(const struct cli *cli, const char *target,
 	    struct http_response *resp)
 {
 	struct http_opts opts;
-	struct http_url url;
 	char why[128];
 	int rc;
 
-	if (http_parse_url(cli->url, &url, why, sizeof(why)))
+	if (http_check_url(cli->url, why, sizeof(why)))
 		return cli_usage_error("bad URL '%s': %s", cli->url, why);
 	http_opts_init(&opts);
-	rc = http_get(&url, target, &opts, resp);
+	rc = http_get(cli->url, target, &opts, resp);
 	switch (rc) {
 	case 0:
 		break;

@@ -12,7 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "http_client.h"
+#include "http.h"
 
 struct row {
 	long long pid, uid, threads, signal; /* -1 when absent */

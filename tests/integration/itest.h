@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../src/cli/http_client.h"
+#include "../../src/cli/http.h"
 
 struct itest_daemon {
 	pid_t pid;
@@ -274,13 +274,10 @@ static inline bool itest_wait_line(int fd, const char *want)
 static inline int itest_get(const struct itest_daemon *d, const char *target,
 			    struct http_response *r)
 {
-	struct http_url u;
 	struct http_opts o;
 
-	if (http_parse_url(d->url, &u, NULL, 0) < 0)
-		return -EINVAL;
 	http_opts_init(&o);
-	return http_get(&u, target, &o, r);
+	return http_get(d->url, target, &o, r);
 }
 
 /* GET and parse JSON; NULL when anything fails. *status gets the code. */

@@ -1,0 +1,436 @@
+/*
+ * http.c - the CLI's GET through libcurl (http.h).
+ *
+ * One easy handle per request: the CLI makes one or two requests in its
+ * life, so nothing is kept between them. What libcurl leaves to its
+ * caller is here: the URL's shape, the token's bytes, the body cap, and
+ * errors sorted so that "cannot reach" (exit 3) and "bad answer" stay
+ * apart from usage errors (exit 2).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "http.h"
+#include "stackwatch.h"
+
+#define TOKEN_MAX 4096
+#define URL_MAX 4096
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_rc;
+
+static void global_init(void)
+{
+	global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* Writes why into err (errlen bytes, may be 0) and returns SW_EFORMAT. */
+static int url_fail(char *err, size_t errlen, const char *why)
+{
+	if (errlen)
+		snprintf(err, errlen, "%s", why);
+	return SW_EFORMAT;
+}
+
+/* True when part of u is present (and not empty). */
+static bool has_part(CURLU *u, CURLUPart part)
+{
+	char *v = NULL;
+	bool present = curl_url_get(u, part, &v, 0) == CURLUE_OK && v && *v;
+
+	curl_free(v);
+	return present;
+}
+
+/*
+ * Parses url into a new CURLU after the checks of http_check_url().
+ * Returns 0 with *out to free with curl_url_cleanup(), or SW_EFORMAT.
+ */
+static int parse_url(const char *url, CURLU **out, char *err, size_t errlen)
+{
+	CURLU *u;
+	CURLUcode uc;
+	char *v = NULL;
+	int rc = 0;
+
+	for (const char *p = url; *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p == 0x7f)
+			return url_fail(err, errlen,
+					"a space or control character");
+	if (!strstr(url, "://"))
+		return url_fail(err, errlen,
+				"it must start with http:// or https://");
+	if (strlen(url) > URL_MAX)
+		return url_fail(err, errlen, "too long");
+	u = curl_url();
+	if (!u)
+		return url_fail(err, errlen, "out of memory");
+	uc = curl_url_set(u, CURLUPART_URL, url, CURLU_NON_SUPPORT_SCHEME);
+	if (uc) {
+		rc = url_fail(err, errlen, curl_url_strerror(uc));
+		goto out;
+	}
+	if (curl_url_get(u, CURLUPART_SCHEME, &v, 0) != CURLUE_OK || !v ||
+	    (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)) {
+		rc = url_fail(err, errlen,
+			      "it must start with http:// or https://");
+		goto out;
+	}
+	if (has_part(u, CURLUPART_USER) || has_part(u, CURLUPART_PASSWORD)) {
+		rc = url_fail(err, errlen, "user info is not supported");
+		goto out;
+	}
+	if (has_part(u, CURLUPART_QUERY) || has_part(u, CURLUPART_FRAGMENT)) {
+		rc = url_fail(err, errlen,
+			      "a query or fragment is not supported");
+		goto out;
+	}
+	if (!has_part(u, CURLUPART_HOST)) {
+		rc = url_fail(err, errlen, "no host");
+		goto out;
+	}
+	curl_free(v);
+	v = NULL;
+	if (curl_url_get(u, CURLUPART_PORT, &v, 0) == CURLUE_OK && v &&
+	    (atol(v) < 1 || atol(v) > 65535)) {
+		rc = url_fail(err, errlen, "bad port");
+		goto out;
+	}
+out:
+	curl_free(v);
+	if (rc)
+		curl_url_cleanup(u);
+	else
+		*out = u;
+	return rc;
+}
+
+int http_check_url(const char *url, char *err, size_t errlen)
+{
+	CURLU *u;
+	int rc = parse_url(url, &u, err, errlen);
+
+	if (!rc)
+		curl_url_cleanup(u);
+	return rc;
+}
+
+void http_opts_init(struct http_opts *opts)
+{
+	const char *token = getenv("STACKWATCH_TOKEN");
+
+	opts->timeout_ms = HTTP_DEFAULT_TIMEOUT_MS;
+	opts->max_body = HTTP_MAX_BODY;
+	opts->token = token && *token ? token : NULL;
+}
+
+void http_response_release(struct http_response *resp)
+{
+	free(resp->body);
+	resp->body = NULL;
+	resp->body_len = 0;
+}
+
+/* Writes why into resp->error and returns rc, for "return fail(...)". */
+__attribute__((format(printf, 3, 4))) static int fail(
+	struct http_response *resp, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(resp->error, sizeof(resp->error), fmt, ap);
+	va_end(ap);
+	for (char *p = resp->error; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return rc;
+}
+
+/*
+ * The full URL: base's path without its trailing '/', then target.
+ * Returns 0 with *out malloc'd, or -EINVAL / -ENOMEM with resp->error set.
+ */
+static int full_url(const char *base, const char *target,
+		    struct http_response *resp, char **out)
+{
+	char why[128];
+	char *norm = NULL;
+	size_t n;
+	CURLU *u;
+
+	if (target[0] != '/')
+		return fail(resp, -EINVAL, "bad request target");
+	for (const char *p = target; *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+			return fail(resp, -EINVAL, "bad request target");
+	if (parse_url(base, &u, why, sizeof(why)))
+		return fail(resp, -EINVAL, "bad URL '%s': %s", base, why);
+	if (curl_url_get(u, CURLUPART_URL, &norm, 0) != CURLUE_OK) {
+		curl_url_cleanup(u);
+		return fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+	}
+	curl_url_cleanup(u);
+	n = strlen(norm);
+	while (n && norm[n - 1] == '/')
+		n--;
+	if (asprintf(out, "%.*s%s", (int)n, norm, target) < 0) {
+		curl_free(norm);
+		return fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+	}
+	curl_free(norm);
+	return 0;
+}
+
+/*
+ * The Authorization header of token: surrounding whitespace removed (as
+ * the daemon's token file has it), no other whitespace or control byte,
+ * so that nothing can add a header. Returns 0 with *out (NULL without a
+ * token) or -EINVAL / -ENOMEM with resp->error set.
+ */
+static int auth_header(const char *token, struct http_response *resp,
+		       struct curl_slist **out)
+{
+	char line[TOKEN_MAX + 32];
+	size_t n;
+
+	*out = NULL;
+	if (!token)
+		return 0;
+	while (*token == ' ' || *token == '\t' || *token == '\n' ||
+	       *token == '\r')
+		token++;
+	n = strlen(token);
+	while (n && (token[n - 1] == ' ' || token[n - 1] == '\t' ||
+		     token[n - 1] == '\n' || token[n - 1] == '\r'))
+		n--;
+	if (!n || n > TOKEN_MAX)
+		return fail(resp, -EINVAL,
+			    "STACKWATCH_TOKEN is empty or too long");
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)token[i] <= 0x20 ||
+		    (unsigned char)token[i] == 0x7f)
+			return fail(resp, -EINVAL,
+				    "STACKWATCH_TOKEN holds a space or a "
+				    "control character");
+	snprintf(line, sizeof(line), "Authorization: Bearer %.*s", (int)n,
+		 token);
+	*out = curl_slist_append(NULL, line);
+	if (!*out)
+		return fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+	return 0;
+}
+
+/* The body as it arrives, capped. */
+struct sink {
+	char *data;
+	size_t len, cap, max;
+	bool toobig;
+	bool nomem;
+};
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct sink *s = arg;
+	size_t n = size * nmemb;
+
+	if (n > s->max - s->len) {
+		s->toobig = true;
+		return 0; /* libcurl stops with CURLE_WRITE_ERROR */
+	}
+	if (s->len + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap : 16384;
+		char *d;
+
+		while (cap < s->len + n + 1)
+			cap *= 2;
+		d = realloc(s->data, cap);
+		if (!d) {
+			s->nomem = true;
+			return 0;
+		}
+		s->data = d;
+		s->cap = cap;
+	}
+	memcpy(s->data + s->len, p, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+	return n;
+}
+
+/*
+ * Each header line: a status line ("HTTP/1.1 200 OK") sets the reason,
+ * control bytes replaced, so the last one (after any 1xx) is the answer's.
+ */
+static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct http_response *resp = arg;
+	size_t n = size * nmemb;
+	size_t i = 0, k = 0;
+
+	if (n < 5 || memcmp(p, "HTTP/", 5) != 0)
+		return n;
+	while (i < n && p[i] != ' ') /* the version */
+		i++;
+	while (i < n && p[i] == ' ')
+		i++;
+	while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n') /* code */
+		i++;
+	while (i < n && p[i] == ' ')
+		i++;
+	while (i < n && p[i] != '\r' && p[i] != '\n' &&
+	       k + 1 < sizeof(resp->reason)) {
+		unsigned char c = (unsigned char)p[i++];
+
+		resp->reason[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	resp->reason[k] = '\0';
+	return n;
+}
+
+/* A transfer's failure as one of http_get()'s codes, with its phrase. */
+static int curl_fail(CURL *h, CURLcode cc, const char *errbuf,
+		     const struct sink *s, const struct http_opts *opts,
+		     struct http_response *resp)
+{
+	const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
+	long os = 0;
+
+	switch (cc) {
+	case CURLE_OUT_OF_MEMORY:
+		return fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+	case CURLE_WRITE_ERROR:
+		if (s->nomem)
+			return fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+		if (s->toobig)
+			return fail(resp, SW_ETOOBIG,
+				    "the answer is larger than %zu bytes",
+				    opts->max_body);
+		return fail(resp, -EIO, "%s", why);
+	case CURLE_FILESIZE_EXCEEDED:
+		return fail(resp, SW_ETOOBIG,
+			    "the answer is larger than %zu bytes",
+			    opts->max_body);
+	case CURLE_COULDNT_RESOLVE_HOST:
+		return fail(resp, -EHOSTUNREACH, "%s", why);
+	case CURLE_OPERATION_TIMEDOUT:
+		return fail(resp, -ETIMEDOUT, "no answer within %d ms",
+			    opts->timeout_ms);
+	case CURLE_COULDNT_CONNECT:
+		curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os);
+		if (os > 0)
+			return fail(resp, -(int)os, "%s", strerror((int)os));
+		return fail(resp, -ECONNREFUSED, "%s", why);
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_GOT_NOTHING:
+		return fail(resp, -ECONNRESET, "%s", why);
+	case CURLE_WEIRD_SERVER_REPLY:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_BAD_CONTENT_ENCODING:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return fail(resp, SW_EFORMAT, "%s", why);
+	default:
+		return fail(resp, -EIO, "%s", why);
+	}
+}
+
+int http_get(const char *base_url, const char *target,
+	     const struct http_opts *opts, struct http_response *resp)
+{
+	char errbuf[CURL_ERROR_SIZE] = "";
+	char agent[64];
+	struct http_opts defaults;
+	struct curl_slist *hdrs = NULL;
+	struct sink s = { 0 };
+	char *url = NULL, *noproxy = NULL;
+	const char *np;
+	long status = 0;
+	CURLcode cc;
+	CURL *h;
+	int rc;
+
+	memset(resp, 0, sizeof(*resp));
+	if (!opts) {
+		http_opts_init(&defaults);
+		opts = &defaults;
+	}
+	pthread_once(&global_once, global_init);
+	if (global_rc)
+		return fail(resp, -ENOMEM, "libcurl: %s",
+			    curl_easy_strerror(global_rc));
+	rc = full_url(base_url, target, resp, &url);
+	if (rc)
+		return rc;
+	rc = auth_header(opts->token, resp, &hdrs);
+	if (rc)
+		goto out_url;
+	h = curl_easy_init();
+	if (!h) {
+		rc = fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+		goto out_hdrs;
+	}
+	/* A proxy of the environment is for other hosts: the daemon is
+	 * usually on this one. */
+	np = getenv("no_proxy");
+	if (!np || !*np)
+		np = getenv("NO_PROXY");
+	if (asprintf(&noproxy, "%s%slocalhost,127.0.0.0/8,::1", np ? np : "",
+		     np && *np ? "," : "") < 0) {
+		noproxy = NULL;
+		rc = fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+		goto out_easy;
+	}
+	s.max = opts->max_body;
+	snprintf(agent, sizeof(agent), "stackwatch/%s", SW_VERSION);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)opts->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, agent);
+	curl_easy_setopt(h, CURLOPT_NETRC, (long)CURL_NETRC_OPTIONAL);
+	curl_easy_setopt(h, CURLOPT_NOPROXY, noproxy);
+	curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
+			 (curl_off_t)opts->max_body);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+	if (hdrs)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	cc = curl_easy_perform(h);
+	if (cc) {
+		rc = curl_fail(h, cc, errbuf, &s, opts, resp);
+		free(s.data);
+		goto out_easy;
+	}
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (status < 100 || status > 599) {
+		rc = fail(resp, SW_EFORMAT, "bad status %ld", status);
+		free(s.data);
+		goto out_easy;
+	}
+	resp->status = (int)status;
+	resp->body = s.data ? s.data : calloc(1, 1);
+	resp->body_len = s.len;
+	if (!resp->body)
+		rc = fail(resp, -ENOMEM, "%s", sw_strerror(-ENOMEM));
+out_easy:
+	curl_easy_cleanup(h);
+	free(noproxy);
+out_hdrs:
+	curl_slist_free_all(hdrs);
+out_url:
+	free(url);
+	return rc;
+}
