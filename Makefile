@@ -106,13 +106,14 @@ $(BUILD)/obj/%.o: src/%.c | $(DEPS_STAMP)
 	$(CC) $(SW_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/libstackwatch.so: $(LIB_OBJS) src/api/libstackwatch.map
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined \
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -Wl,-z,now \
 	    -Wl,--version-script=src/api/libstackwatch.map \
 	    -o $@ $(LIB_OBJS) $(SW_LDFLAGS) $(SW_LIBS)
 	ln -sf libstackwatch.so $(BUILD)/$(SONAME)
 
 $(BUILD)/libstackwatch-agent.so: $(AGENT_OBJS) src/agent/agent.map
-	$(CC) -shared -Wl,--no-undefined -Wl,--version-script=src/agent/agent.map \
+	$(CC) -shared -Wl,--no-undefined -Wl,-z,now \
+	    -Wl,--version-script=src/agent/agent.map \
 	    -Wl,--gc-sections -o $@ $(AGENT_OBJS) $(SW_LDFLAGS) -ldl
 
 # The page (web/) is compiled into the daemon: a build-time tool writes

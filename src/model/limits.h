@@ -19,5 +19,7 @@
 #define SW_TF_IN_LOADER 0x2   /* stopped inside the dynamic loader */
 #define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
 #define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
+#define SW_TF_CUT 0x10	      /* stopped at memory not known to be mapped */
+#define SW_TF_NO_ROOM 0x20    /* on a stack of unknown size: pc only */
 
 #endif /* SW_LIMITS_H */

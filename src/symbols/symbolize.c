@@ -51,6 +51,8 @@
 
 static const char in_loader[] = "[in dynamic loader]";
 static const char low_stack[] = "[stack nearly exhausted]";
+static const char no_room[] = "[stack of unknown size: not unwound]";
+static const char cut[] = "[unwinding stopped: memory not known to be mapped]";
 
 struct slot {
 	uint64_t off;
@@ -636,7 +638,9 @@ struct tslot {
 };
 
 /* The flags that change what a thread's ips symbolize to. */
-#define SAME_IPS_FLAGS (SW_TF_FIRST_EXACT | SW_TF_IN_LOADER | SW_TF_LOW_STACK)
+#define SAME_IPS_FLAGS                                                       \
+	(SW_TF_FIRST_EXACT | SW_TF_IN_LOADER | SW_TF_LOW_STACK | SW_TF_CUT | \
+	 SW_TF_NO_ROOM)
 
 /* Per-dump state of sym_dump(). */
 struct symctx {
@@ -871,19 +875,22 @@ static int build_frames(struct symctx *c, const struct sw_thread *t,
 	int rc = 0;
 
 	v->n = 0;
-	if (t->flags & (SW_TF_IN_LOADER | SW_TF_LOW_STACK)) {
+	if (t->flags & (SW_TF_IN_LOADER | SW_TF_LOW_STACK | SW_TF_NO_ROOM)) {
 		uint64_t ip = t->nips ? t->ips[0] : 0;
 		int mi = t->nips ? range_find(c->ranges, c->nranges, ip) : -1;
 		uint64_t off = mi < 0 ? ip : ip - c->d->modules[mi].bias;
+		const char *why = t->flags & SW_TF_IN_LOADER   ? in_loader
+				  : t->flags & SW_TF_LOW_STACK ? low_stack
+							       : no_room;
 
-		return fvec_push(v, ip, mi, off,
-				 t->flags & SW_TF_IN_LOADER ? in_loader
-							    : low_stack,
-				 NULL, 0, false);
+		return fvec_push(v, ip, mi, off, why, NULL, 0, false);
 	}
 	for (size_t k = 0; !rc && k < t->nips; k++)
 		rc = add_ip(c, v, t->ips[k],
 			    k == 0 && (t->flags & SW_TF_FIRST_EXACT), lookups);
+	/* Where libunwind was refused a read: said as a last frame. */
+	if (!rc && (t->flags & SW_TF_CUT))
+		rc = fvec_push(v, 0, -1, 0, cut, NULL, 0, false);
 	return rc;
 }
 

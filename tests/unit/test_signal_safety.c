@@ -215,7 +215,8 @@ static int find_libunwind(struct dl_phdr_info *info, size_t size, void *data)
 {
 	(void)size;
 	(void)data;
-	if (!info->dlpi_name || !strstr(info->dlpi_name, "/libunwind.so"))
+	if (!info->dlpi_name ||
+	    !strstr(info->dlpi_name, "/libunwind-x86_64.so"))
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];

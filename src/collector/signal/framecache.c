@@ -178,11 +178,11 @@ void framecache_sync(unsigned long long subs)
  * register, and the echo. Each is REGION bytes of which only FILL bytes
  * either side of its centre (where the register points) are written; the
  * rest reads as zeros and costs nothing (MAP_NORESERVE, never touched).
- * libunwind's reads are not checked in local unwinding, and a frame's
- * rule may read far from the registers (a 4 MB array on the stack puts the
- * return address 4 MB above rsp): every read a rule could make lands in
- * the area, and what it finds outside the filled words (zero) names no
- * word, so such a rule is left to libunwind.
+ * libunwind reads only memory our accessors allow (unwind.h): the area
+ * is allowed whole. A frame's rule may read far from the registers (a 4 MB
+ * array on the stack puts the return address 4 MB above rsp): every read a rule
+ * could make lands in the area, and what it finds outside the filled words
+ * (zero) names no word, so such a rule is left to libunwind.
  */
 #define REGION ((uintptr_t)32 << 20)
 #define CENTER ((uintptr_t)1 << 20)
@@ -283,6 +283,7 @@ static int probe_once(uint64_t pc, bool exact, int shift, struct rule *out)
 	uintptr_t rsp0 = centre(0) + (uintptr_t)shift;
 	uintptr_t rbp0 = centre(1) - (uintptr_t)shift;
 	uintptr_t other = centre(2);
+	struct unwind_ctx ctx;
 	unw_word_t rip1, rsp1, rbp1;
 	unw_proc_info_t pi;
 	unw_cursor_t c;
@@ -295,12 +296,21 @@ static int probe_once(uint64_t pc, bool exact, int shift, struct rule *out)
 		uc.uc_mcontext.gregs[i] = (greg_t)other;
 	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)rsp0;
 	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)rbp0;
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)pc;
-	if (unwind.init_local2(&c, (unw_context_t *)&uc,
-			       exact ? UNW_INIT_SIGNAL_FRAME : 0) < 0)
+	/*
+	 * A return address is looked up one byte back, inside its call (the
+	 * call may be the last instruction of its function): no row of the
+	 * rules can start inside a call instruction.
+	 */
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)(exact ? pc : pc - 1);
+	ctx.stack_lo = (uintptr_t)area;
+	ctx.stack_hi = (uintptr_t)area + AREA;
+	if (unwind_init(&c, &ctx, &uc) < 0)
 		return -1;
-	/* No unwind information: libunwind would guess from rbp. */
-	if (unwind.get_proc_info(&c, &pi) < 0)
+	/*
+	 * No unwind information: libunwind would guess from rbp (and on
+	 * x86-64 its get_proc_info succeeds with a made-up entry).
+	 */
+	if (unwind.get_proc_info(&c, &pi) < 0 || ctx.noinfo)
 		return -1;
 	ret = unwind.step(&c);
 	memset(out, 0, sizeof(*out));

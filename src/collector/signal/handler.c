@@ -49,12 +49,16 @@ static int install_result;
 __attribute__((noinline)) static void unwind_into(struct slot *s,
 						  ucontext_t *uc)
 {
+	struct unwind_ctx ctx;
 	unw_cursor_t cursor;
 	unw_word_t ip;
 	uint32_t n = 0;
+	int ret;
 
-	if (unwind.init_local2(&cursor, (unw_context_t *)uc,
-			       UNW_INIT_SIGNAL_FRAME) < 0) {
+	if (stackmap_bounds((uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+			    &ctx.stack_lo, &ctx.stack_hi) < 0)
+		ctx.stack_lo = ctx.stack_hi = 0;
+	if (unwind_init(&cursor, &ctx, uc) < 0) {
 		s->ips[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 		s->nips = 1;
 		return;
@@ -67,7 +71,9 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 			break;
 		}
 		s->ips[n++] = ip;
-	} while (unwind.step(&cursor) > 0);
+	} while ((ret = unwind.step(&cursor)) > 0);
+	if (n < SW_MAX_FRAMES && ret < 0 && ctx.cut)
+		s->flags |= SW_TF_CUT;
 	s->nips = n;
 }
 
@@ -282,22 +288,20 @@ out:
 	errno = saved_errno;
 }
 
-size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
+/*
+ * The stack above uc, a context of handler_unwind_self() taken by its
+ * caller, which has not returned: each step leaves a frame, the first
+ * lands in that function's caller.
+ */
+static size_t unwind_from(ucontext_t *uc, struct unwind_ctx *ctx, uint64_t *ips,
+			  size_t max, unsigned skip)
 {
-	unw_context_t uc;
 	unw_cursor_t cursor;
 	unw_word_t ip;
 	size_t n = 0;
 
-	/* The caller may come before the first dump installed anything. */
-	if (!unwind.step) {
-		handler_install();
-		if (!unwind.step)
-			return 0;
-	}
-	if (unwind.getcontext(&uc) < 0 || unwind.init_local(&cursor, &uc) < 0)
+	if (unwind_init(&cursor, ctx, uc) < 0)
 		return 0;
-	/* Each step leaves a frame: the first lands in our caller. */
 	while (unwind.step(&cursor) > 0) {
 		if (unwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
@@ -310,6 +314,33 @@ size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
 		ips[n++] = ip;
 	}
 	return n;
+}
+
+size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
+{
+	struct unwind_ctx ctx;
+	pthread_attr_t attr;
+	ucontext_t uc;
+	void *lo;
+	size_t size;
+
+	/* The caller may come before the first dump installed anything. */
+	if (!unwind.step) {
+		handler_install();
+		if (!unwind.step)
+			return 0;
+	}
+	ctx.stack_lo = ctx.stack_hi = 0;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+			ctx.stack_lo = (uintptr_t)lo;
+			ctx.stack_hi = (uintptr_t)lo + size;
+		}
+		pthread_attr_destroy(&attr);
+	}
+	if (getcontext(&uc) < 0)
+		return 0;
+	return unwind_from(&uc, &ctx, ips, max, skip);
 }
 
 static bool signal_is_free(int signo)
@@ -385,13 +416,6 @@ static void prime_unwinder(int signo)
 {
 	uint64_t ips[8];
 
-	/*
-	 * No unwind cache: the global one takes a lock with every signal
-	 * blocked, two sigprocmask calls per frame (measured 33 us/thread
-	 * against 21 without, 1000 threads); the per-thread one allocates on
-	 * first use in each thread.
-	 */
-	unwind.set_caching_policy(*unwind.local_addr_space, UNW_CACHE_NONE);
 	handler_unwind_self(ips, 8, 0);
 	prime_handler(signo);
 	memset(handler_slots, 0, sizeof(handler_slots));

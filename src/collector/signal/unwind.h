@@ -1,5 +1,6 @@
 /*
- * unwind.h - libunwind, loaded privately.
+ * unwind.h - libunwind, loaded privately, unwinding through an address
+ * space of our own.
  *
  * Linked normally, libunwind.so would sit in the program's global symbol
  * scope, where its _Unwind_* functions replace libgcc's as the C++
@@ -7,23 +8,32 @@
  * its backtrace() replaces glibc's). So we load it with
  * dlopen(RTLD_LOCAL) and call the few functions we need through pointers
  * resolved once, before any signal is sent.
+ *
+ * We use libunwind's generic ("remote") unwinder on our own process, with
+ * accessors of our own, never its local address space: the local one
+ * checks doubtful addresses by writing them into a pipe it keeps open
+ * (file descriptors the program may have closed and reused for its own
+ * files) and reads any other address blindly. Ours reads only memory
+ * known to be mapped (unwind_ctx below) and never touches a descriptor;
+ * a read it refuses ends the stack (SW_TF_CUT).
  */
 #ifndef SW_UNWIND_H
 #define SW_UNWIND_H
 
-#define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <stdint.h>
+#include <ucontext.h>
 
 struct unwind_api {
-	int (*getcontext)(unw_context_t *);
-	int (*init_local)(unw_cursor_t *, unw_context_t *);
-	int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
+	int (*init_remote)(unw_cursor_t *, unw_addr_space_t, void *);
 	int (*step)(unw_cursor_t *);
 	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
 	int (*get_proc_info)(unw_cursor_t *, unw_proc_info_t *);
 	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
-	unw_addr_space_t *local_addr_space;
+	unw_addr_space_t (*create_addr_space)(unw_accessors_t *, int);
+	int (*search_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *,
+			    unw_proc_info_t *, int, void *);
+	unw_addr_space_t as; /* ours */
 };
 
 /* Filled by unwind_load(); read-only afterwards. */
@@ -36,6 +46,34 @@ extern struct unwind_api unwind;
  * locks (an application using the same libunwind) and wait on it forever.
  */
 extern uintptr_t unwind_text_lo, unwind_text_hi;
+
+#define UNWIND_SEGS 8
+
+/*
+ * One unwind: the registers it starts from and the memory it may read.
+ * Reads are allowed in [stack_lo, stack_hi) (the thread's stack, or a
+ * scratch area), in the page of the interrupted pc, in any mapping of the
+ * stack map (stackmap.h) and in the loaded segments of the modules that
+ * dl_iterate_phdr lists (in the handler: the dumper's snapshot, held
+ * against dlclose). Nothing else is read; cut says a read was refused.
+ */
+struct unwind_ctx {
+	const ucontext_t *uc;
+	uint64_t stack_lo, stack_hi;
+	uint64_t pc_page;
+	uint64_t seg_lo[UNWIND_SEGS], seg_hi[UNWIND_SEGS]; /* last module */
+	unsigned nseg;
+	int cut;    /* a read was refused */
+	int noinfo; /* some pc had no unwind table (frame chain guessed) */
+};
+
+/*
+ * Starts cursor c at uc, whose pc is where the thread was interrupted
+ * (exact: no call to back up over), reading memory as ctx allows; the
+ * caller sets ctx->stack_lo/hi first (zeros: none). 0 or a negative
+ * libunwind error. Async-signal-safe.
+ */
+int unwind_init(unw_cursor_t *c, struct unwind_ctx *ctx, const ucontext_t *uc);
 
 /*
  * Loads libunwind and resolves every function. Call once, outside signal
