@@ -17,7 +17,8 @@
 # SW_BENCH_SECONDS (default 0.5) per rate. SW_BENCH_THREADS (default
 # "100 1000 4000") sets the sizes. About a minute on an idle 2-vCPU machine.
 #
-# Then tests/bench/daemon.sh (skipped with SW_BENCH_DAEMON=0) prints a
+# Then the page's render times in headless Chromium (SW_BENCH_WEB=0 skips
+# them; a missed limit prints "not ok"), and tests/bench/daemon.sh (skipped with SW_BENCH_DAEMON=0) prints a
 # second table: stackwatch through the daemon against eu-stack and gdb on
 # the same processes, the pause each imposes, the target's RSS and the
 # daemon at rest (a few more minutes; see its header).
@@ -253,6 +254,15 @@ echo "Raw: collect_self, no symbols (what the agent ships). Floor: the" \
 echo
 echo "CPUs busy with other work: ${busy_before}% before the run," \
 	"$(busy)% after."
+
+# ---- the page in a real browser: render times at 1000 threads ----
+if [ "${SW_BENCH_WEB:-1}" != 0 ]; then
+	echo
+	echo "The /stacks page, headless Chromium (tests/web, limit 1000 ms):"
+	weblog=$(SW_WEB_TIMING=1 BUILD=$build sh "$(dirname "$0")/../integration/web.sh" 2>&1)
+	printf '%s\n' "$weblog" | grep -E '^(not )?ok .*(render|quick)' || true
+	[ -f "$build/web/render-1000.txt" ] && sed 's/^/    /' "$build/web/render-1000.txt"
+fi
 
 # ---- through the daemon, against eu-stack and gdb ----
 if [ "${SW_BENCH_DAEMON:-1}" != 0 ]; then

@@ -53,7 +53,7 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 	unw_cursor_t cursor;
 	unw_word_t ip;
 	uint32_t n = 0;
-	int ret;
+	int ret = 0;
 
 	if (stackmap_bounds((uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
 			    &ctx.stack_lo, &ctx.stack_hi) < 0)
