@@ -1,8 +1,9 @@
 #!/bin/sh
 # cli.sh - the stackwatch CLI on its own, with no daemon running: the
 # exit statuses of the contract (2 for usage errors, 3 when the daemon
-# cannot be reached), --version and --help, and "run", which must exec
-# the command in place (same pid) with the agent first in LD_PRELOAD.
+# cannot be reached), --version and --help, "run", which must exec the
+# command in place (same pid) with the agent first in LD_PRELOAD, and a
+# hostile server in the daemon's place (escapes, an endless answer).
 #
 # Usage: BUILD=build sh tests/integration/cli.sh  (tests/run.sh sets BUILD)
 # Prints one "ok - ..." or "not ok - ..." line per check.
@@ -228,5 +229,88 @@ elif [ "$rc" -eq 0 ] && case $out in /*/$agent) true ;; *) false ;; esac; then
 else
 	nok "run: no agent anywhere exits 1 and says so (status $rc: $(cat "$tmp/err"))"
 fi
+
+# A hostile answer (tests/fixtures/hostile_http.c): nothing from it reaches
+# the terminal as a control byte, and a server that never finishes is cut
+# off at the CLI's one total deadline (15 s), with exit 3.
+hostile=$BUILD/fixtures/hostile_http
+need "$hostile"
+
+# serve MODE - starts the hostile server; its port in $port, pid in $hpid.
+serve() {
+	: >"$tmp/port"
+	"$hostile" "$1" >"$tmp/port" &
+	hpid=$!
+	i=0
+	while [ ! -s "$tmp/port" ] && [ $i -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	port=$(cat "$tmp/port")
+}
+
+# clean FILE - true when FILE holds no control byte but newlines.
+clean() {
+	! LC_ALL=C grep -q "$(printf '[\001-\011\013-\037\177]')" "$1"
+}
+
+serve json
+sw --url "http://127.0.0.1:$port" dump 1
+if [ "$rc" -eq 1 ] && clean "$tmp/err" && grep -q 'evil' "$tmp/err" &&
+	[ "$(wc -l <"$tmp/err")" -eq 1 ]; then
+	ok "a JSON error with escapes is shown on one line, escapes replaced"
+else
+	nok "a JSON error with escapes is shown on one line, escapes replaced" \
+		"(status $rc: $(od -c "$tmp/err" | head -5))"
+fi
+kill "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
+
+serve text
+sw --url "http://127.0.0.1:$port" dump --format text 1
+if [ "$rc" -eq 1 ] && clean "$tmp/err" && grep -q 'evil' "$tmp/err"; then
+	ok "a text error with an OSC sequence is shown with it replaced"
+else
+	nok "a text error with an OSC sequence is shown with it replaced" \
+		"(status $rc: $(od -c "$tmp/err" | head -5))"
+fi
+kill "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
+
+serve reason
+sw --url "http://127.0.0.1:$port" targets
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ] && clean "$tmp/err" &&
+	[ -s "$tmp/err" ]; then
+	ok "a reason phrase with control bytes is refused or shown replaced ($rc)"
+else
+	nok "a reason phrase with control bytes is refused or shown replaced" \
+		"(status $rc: $(od -c "$tmp/err" | head -5))"
+fi
+kill "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
+
+serve targets
+sw --url "http://127.0.0.1:$port" targets
+if [ "$rc" -eq 0 ] && clean "$tmp/out" && grep -q '4242' "$tmp/out"; then
+	ok "targets: a command line and a name with escapes are printed replaced"
+else
+	nok "targets: a command line and a name with escapes are printed replaced" \
+		"(status $rc: $(od -c "$tmp/out" | head -5))"
+fi
+kill "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
+
+serve drip
+t0=$(date +%s)
+sw --url "http://127.0.0.1:$port" dump --format text 1
+t1=$(date +%s)
+if [ "$rc" -eq 3 ] && [ $((t1 - t0)) -le 25 ] && clean "$tmp/err"; then
+	ok "an answer that never ends is cut off at the deadline, exit 3 ($((t1 - t0)) s)"
+else
+	nok "an answer that never ends is cut off at the deadline, exit 3" \
+		"(status $rc after $((t1 - t0)) s: $(cat "$tmp/err"))"
+fi
+kill "$hpid" 2>/dev/null
+wait "$hpid" 2>/dev/null
 
 [ "$failed" -eq 0 ]
