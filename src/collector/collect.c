@@ -280,6 +280,19 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 		return 1;
 	}
 	fill_task(r, t, &pt);
+	if ((pt.sigpnd & (1ull << (r->signo - 1))) &&
+	    !(sigblk & (1ull << (r->signo - 1)))) {
+		/*
+		 * An earlier dump's signal is still queued: the thread takes
+		 * no signal now (the parent side of vfork(), an NFS or FUSE
+		 * wait). Never a second one: it would pile up in the queue,
+		 * use up RLIMIT_SIGPENDING, and be delivered in a burst.
+		 */
+		dump_thread_set_error(
+			t, SW_ST_TIMEOUT,
+			"the last dump's signal is still pending");
+		return 1;
+	}
 	if (sigblk & (1ull << (r->signo - 1))) {
 		/*
 		 * A thread still returning from the handler of the previous
@@ -479,7 +492,13 @@ static void settle_quiet(struct run *r)
 		if (rc < 0)
 			continue;
 		fill_task(r, t, &pt);
-		if ((sigblk & (1ull << (r->signo - 1))) && take_back(r, (int)s))
+		/*
+		 * Blocked with our signal still pending: the thread blocked
+		 * it. Blocked and not pending: our handler is running (the
+		 * kernel blocks the signal while it runs).
+		 */
+		if ((sigblk & pt.sigpnd & (1ull << (r->signo - 1))) &&
+		    take_back(r, (int)s))
 			dump_thread_set_error(
 				t, SW_ST_BLOCKED,
 				"the thread blocks the dump signal");

@@ -40,6 +40,7 @@ int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out)
 	uint64_t v;
 	int field;
 
+	out->sigpnd = 0;
 	open = memchr(buf, '(', len);
 	if (!open)
 		return SW_EFORMAT;
@@ -249,6 +250,8 @@ int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
 	t->state = *state;
 	t->utime_ticks = 0;
 	t->stime_ticks = 0;
+	if (procfs_parse_status_hex(buf, len, "SigPnd", &t->sigpnd) < 0)
+		t->sigpnd = 0;
 	return procfs_parse_status_hex(buf, len, "SigBlk", sigblk);
 }
 

@@ -19,6 +19,7 @@ struct procfs_task {
 	char state;
 	uint64_t utime_ticks;
 	uint64_t stime_ticks;
+	uint64_t sigpnd; /* signals pending for the thread itself (status) */
 };
 
 /* Parses the text of /proc/PID/task/TID/stat. 0 or SW_EFORMAT. */
@@ -54,8 +55,9 @@ ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size);
 int procfs_list_tasks(int taskfd, size_t max, pid_t **out, size_t *n);
 
 /*
- * Parses the text of /proc/PID/task/TID/status: name, state and the
- * blocked-signal mask (CPU times are left 0). 0 or SW_EFORMAT.
+ * Parses the text of /proc/PID/task/TID/status: name, state, the signals
+ * pending for the thread (SigPnd, 0 when absent) and the blocked-signal
+ * mask (CPU times are left 0). 0 or SW_EFORMAT.
  */
 int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
 			     uint64_t *sigblk);

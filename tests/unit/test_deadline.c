@@ -179,13 +179,20 @@ static void until_resumed(pid_t vtid)
 	int dumps = 0, late = 0, bad = 0, bad_status = 0, bad_others = 0;
 	int timeouts = 0, oks = 0;
 
-	while (!atomic_load(&vfork_returned) && dumps < 100) {
+	uint64_t give_up = tu_now_ns() + 30 * 1000000000ull;
+
+	/*
+	 * Paced: once its signal is queued, a dump reports the thread at
+	 * once (its last signal still pending) instead of waiting.
+	 */
+	while (!atomic_load(&vfork_returned) && tu_now_ns() < give_up) {
 		struct sw_dump *d = NULL;
 		const struct sw_thread *t;
 		uint64_t ns;
 		int rc = deadline_dump(0, &d, &ns);
 
 		dumps++;
+		tu_sleep_ms(20);
 		if (rc != 0 || !d) {
 			bad++;
 			continue;

@@ -127,22 +127,13 @@ static void walk(struct slot *s, ucontext_t *uc)
  * HANDLER_STACK_NEED bytes below sp (the handler's own frame), it would
  * run off the stack and fault. Async-signal-safe.
  */
-static void take_stack(struct slot *s, ucontext_t *uc, int signo, uintptr_t sp)
+static void take_stack(struct slot *s, ucontext_t *uc, uintptr_t sp)
 {
 	s->flags = SW_TF_FIRST_EXACT;
 	s->walk = 0;
 	if (sw_loader_depth > 0) {
 		s->flags |= SW_TF_IN_LOADER;
 	} else if (stackmap_room(sp) < HANDLER_STACK_NEED) {
-		uint64_t block = 1ull << (signo - 1);
-
-		/*
-		 * Not one more signal frame on this stack: the next dump's
-		 * signal waits until this handler has returned, instead of
-		 * nesting in its last instructions (defer()).
-		 */
-		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, NULL,
-			sizeof(block));
 		s->flags |= SW_TF_LOW_STACK;
 	} else {
 		walk(s, uc);
@@ -268,8 +259,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		s->state = '?';
 	} else {
 		/* The frame, not a local: ASan may keep locals elsewhere. */
-		take_stack(s, ctx, signo,
-			   (uintptr_t)__builtin_frame_address(0));
+		take_stack(s, ctx, (uintptr_t)__builtin_frame_address(0));
 		cpu_times(s);
 		s->state = interrupted_state(ctx);
 		s->name[0] = '\0';
@@ -445,12 +435,13 @@ static void install(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
 	/*
-	 * SA_NODEFER: while a thread runs our handler its mask must not show
-	 * our signal, or the next dump, reading SigBlk a moment too early,
-	 * would call it blocked. A signal that still nests in our handler
-	 * is put back until the handler has returned (defer()).
+	 * No SA_NODEFER: the kernel blocks our signal while the handler
+	 * runs, so however many of ours it has queued for a thread (the
+	 * dumper sends one at a time, collect.c), they come one after the
+	 * other, never nested. A dumper that reads SigBlk meanwhile sees it
+	 * blocked but not pending, and waits (collect.c).
 	 */
-	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NODEFER;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	/*
 	 * Every other signal waits while we unwind: no handler of the
 	 * application can run in the middle of libunwind or the loader on
@@ -464,6 +455,13 @@ static void install(void)
 	sigdelset(&sa.sa_mask, SIGILL);
 	sigdelset(&sa.sa_mask, SIGFPE);
 	sigdelset(&sa.sa_mask, SIGTRAP);
+	/*
+	 * glibc's sigfillset leaves out its own SIGCANCEL (32) and SIGSETXID
+	 * (33); set by hand. Asynchronous cancellation would otherwise end a
+	 * thread inside our handler, its loader-gate count never returned,
+	 * and a set*id broadcast would run on top of libunwind.
+	 */
+	sa.sa_mask.__val[0] |= (1ull << (32 - 1)) | (1ull << (33 - 1));
 	if (sigaction(signo, &sa, NULL) < 0) {
 		install_result = -errno;
 		return;
