@@ -171,7 +171,7 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 # The agent's fixtures are plain programs: nothing of ours linked in, the
 # agent preloaded by the tests, as in real use.
 $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
-		$(BUILD)/fixtures/hostile_http: \
+		$(BUILD)/fixtures/hostile_http $(BUILD)/fixtures/sandbox: \
 		$(BUILD)/fixtures/%: tests/fixtures/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread $(WARN) \

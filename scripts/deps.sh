@@ -10,8 +10,9 @@ set -eu
 build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev \
 libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev"
 # clang: the libFuzzer pass; prometheus: promtool checks /metrics;
-# strace: proves the daemon sends no signal; curl: the README's examples.
-testtools="clang strace prometheus curl"
+# strace: proves the daemon sends no signal; curl: the README's examples;
+# nginx-light: a real daemonizing server under the agent.
+testtools="clang strace prometheus curl nginx-light"
 # chromium, nodejs, npm: the browser test of the page (tests/web); a
 # NodeSource nodejs carries its own npm and conflicts with Debian's.
 web="chromium nodejs"

@@ -8,8 +8,15 @@
  * The agent never exits, aborts, blocks the host's start-up or writes to
  * stdout. When it cannot install itself it writes one line to stderr and
  * stays inert. Without a daemon it retries with backoff (100 ms doubling
- * to 5 s). After fork() the child starts its own agent thread; after
- * exec() the socket is gone (O_CLOEXEC) and a re-loaded agent starts anew.
+ * to 5 s). After fork() the child closes its copy of the parent's
+ * connection (else the daemon would never see the parent go) and starts
+ * its own agent thread; after exec() the socket is gone (O_CLOEXEC) and a
+ * re-loaded agent starts anew.
+ *
+ * The thread can be stopped and started again (agent_pause(), agent.h):
+ * some calls work only in a process of one thread, or change credentials
+ * in every thread at once (isolate.c), and our thread must not be in
+ * their way.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,15 +27,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "collector/collect.h"
-#include "exec.h"
+#include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
+#include "exec.h"
+#include "model/clock.h"
 #include "model/paths.h"
 #include "model/procfs.h"
 #include "model/wire.h"
@@ -36,8 +50,30 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 
+/* How long agent_pause() waits for the kernel to forget the thread. */
+#define GONE_WAIT_MS 200
+
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int agent_signo;
+static pid_t agent_pid; /* the process the thread belongs to */
+
+/*
+ * The thread and its connection. conn_lock guards conn (with the identity
+ * of the socket, so that a descriptor the program closed and reused is
+ * never taken for ours) and is held only for moments; pause_lock
+ * serializes starting and stopping the thread.
+ */
+static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
+static int conn = -1;
+static dev_t conn_dev;
+static ino_t conn_ino;
+
+static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool running; /* under pause_lock: a thread exists */
+static int pauses;   /* under pause_lock: stopped while > 0 */
+static pthread_t thread;
+static _Atomic pid_t thread_tid;
+static _Atomic uint32_t stop_word; /* 1: the thread is asked to exit */
 
 static void say(const char *what, int err)
 {
@@ -50,17 +86,40 @@ static void say(const char *what, int err)
 		(void)!write(STDERR_FILENO, line, (size_t)n);
 }
 
-static void sleep_ms(unsigned ms)
+static bool stopping(void)
 {
-	struct timespec ts = { .tv_sec = ms / 1000,
-			       .tv_nsec = (long)(ms % 1000) * 1000000L };
+	return atomic_load_explicit(&stop_word, memory_order_acquire) != 0;
+}
 
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+/* Sleeps ms, or less when the thread is asked to stop. True: stop. */
+static bool wait_stop(unsigned ms)
+{
+	uint64_t until = clock_now_ns() + (uint64_t)ms * 1000000ull;
+
+	while (!stopping() && clock_now_ns() < until)
+		futex_wait_until(&stop_word, 0, until);
+	return stopping();
+}
+
+/* Whether fd is still the socket we opened (the program may close and
+ * reuse descriptor numbers). Under conn_lock. */
+static bool conn_is_ours(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+	       st.st_dev == conn_dev && st.st_ino == conn_ino;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
+	bool ours;
+
+	pthread_mutex_lock(&conn_lock);
+	ours = fd == conn && conn_is_ours(fd);
+	pthread_mutex_unlock(&conn_lock);
+	if (!ours)
+		return -EBADF;
 	while (n > 0) {
 		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 
@@ -77,6 +136,13 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 
 static int read_all(int fd, uint8_t *p, size_t n)
 {
+	bool ours;
+
+	pthread_mutex_lock(&conn_lock);
+	ours = fd == conn && conn_is_ours(fd);
+	pthread_mutex_unlock(&conn_lock);
+	if (!ours)
+		return -EBADF;
 	while (n > 0) {
 		ssize_t r = read(fd, p, n);
 
@@ -93,22 +159,49 @@ static int read_all(int fd, uint8_t *p, size_t n)
 	return 0;
 }
 
+/*
+ * Connects to the daemon and makes the socket the thread's connection.
+ * Returns the descriptor, or a negative errno (-ECANCELED when asked to
+ * stop meanwhile).
+ */
 static int connect_daemon(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
 	int fd;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	memcpy(sa.sun_path, sock_path, sizeof(sa.sun_path));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    fstat(fd, &st) < 0) {
 		int err = -errno;
 
 		close(fd);
 		return err;
 	}
+	pthread_mutex_lock(&conn_lock);
+	if (stopping()) {
+		pthread_mutex_unlock(&conn_lock);
+		close(fd);
+		return -ECANCELED;
+	}
+	conn = fd;
+	conn_dev = st.st_dev;
+	conn_ino = st.st_ino;
+	pthread_mutex_unlock(&conn_lock);
 	return fd;
+}
+
+/* Closes the thread's connection, if the descriptor is still ours. */
+static void disconnect(void)
+{
+	pthread_mutex_lock(&conn_lock);
+	if (conn_is_ours(conn))
+		close(conn);
+	conn = -1;
+	pthread_mutex_unlock(&conn_lock);
 }
 
 static int send_hello(int fd, struct wire_out *o)
@@ -203,50 +296,121 @@ static void *agent_main(void *arg)
 	unsigned backoff = BACKOFF_MIN_MS;
 
 	(void)arg;
+	atomic_store(&thread_tid, (pid_t)syscall(SYS_gettid));
 	prctl(PR_SET_NAME, "sw-agent", 0, 0, 0);
-	for (;;) {
+	while (!stopping()) {
 		int fd = connect_daemon();
 
 		if (fd < 0) {
-			sleep_ms(backoff);
+			if (wait_stop(backoff))
+				break;
 			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
 							       : backoff * 2;
 			continue;
 		}
 		backoff = BACKOFF_MIN_MS;
 		serve(fd);
-		close(fd);
-		sleep_ms(BACKOFF_MIN_MS);
+		disconnect();
+		if (wait_stop(BACKOFF_MIN_MS))
+			break;
 	}
 	return NULL;
 }
 
 /*
  * Starts the agent thread with every signal but ours blocked, so the host's
- * signals keep going to the host's threads.
+ * signals keep going to the host's threads. Under pause_lock.
  */
 static int start_thread(void)
 {
 	sigset_t all, old;
 	pthread_attr_t attr;
-	pthread_t th;
 	int rc;
 
+	atomic_store(&stop_word, 0);
+	atomic_store(&thread_tid, 0);
 	sigfillset(&all);
 	sigdelset(&all, agent_signo);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	rc = pthread_create(&th, &attr, agent_main, NULL);
+	rc = pthread_create(&thread, &attr, agent_main, NULL);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	running = rc == 0;
 	return -rc;
+}
+
+/*
+ * Waits until the kernel has let go of the thread tid: pthread_join()
+ * returns when the thread has left its code, a moment before the kernel
+ * takes it out of the thread group, and a call that wants a process of
+ * one thread would still see two.
+ */
+static void wait_gone(pid_t tid)
+{
+	uint64_t until = clock_now_ns() + GONE_WAIT_MS * 1000000ull;
+	char path[48];
+
+	if (tid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+	while (access(path, F_OK) == 0 && clock_now_ns() < until)
+		sched_yield();
+}
+
+void agent_pause(void)
+{
+	pid_t tid;
+
+	if (!agent_pid || getpid() != agent_pid)
+		return; /* not started, or a vfork() child: hands off */
+	pthread_mutex_lock(&pause_lock);
+	if (pauses++ > 0 || !running) {
+		pthread_mutex_unlock(&pause_lock);
+		return;
+	}
+	pthread_mutex_lock(&conn_lock);
+	atomic_store_explicit(&stop_word, 1, memory_order_release);
+	futex_wake_all(&stop_word);
+	/* Wakes a read() or send() in progress; a dump finishes first. */
+	if (conn_is_ours(conn))
+		shutdown(conn, SHUT_RDWR);
+	pthread_mutex_unlock(&conn_lock);
+	tid = atomic_load(&thread_tid);
+	pthread_join(thread, NULL);
+	running = false;
+	wait_gone(tid);
+	pthread_mutex_unlock(&pause_lock);
+}
+
+void agent_resume(void)
+{
+	if (!agent_pid || getpid() != agent_pid)
+		return;
+	pthread_mutex_lock(&pause_lock);
+	if (pauses > 0 && --pauses == 0 && !running && agent_signo &&
+	    start_thread() < 0)
+		say("cannot start the agent thread again", -EAGAIN);
+	pthread_mutex_unlock(&pause_lock);
 }
 
 static void atfork_child(void)
 {
 	exec_atfork_child();
+	agent_pid = getpid();
+	/*
+	 * Only this thread came along. The parent's connection did too: it
+	 * is closed, or the daemon would see the parent leave only once
+	 * this process is gone as well (a daemonizing program's ghost).
+	 */
+	pthread_mutex_init(&conn_lock, NULL);
+	pthread_mutex_init(&pause_lock, NULL);
+	if (conn_is_ours(conn))
+		close(conn);
+	conn = -1;
+	pauses = 0;
+	running = false;
 	/* The child has no agent thread: it registers under its own pid. */
 	if (start_thread() < 0)
 		say("cannot start the agent thread in a child", -EAGAIN);
@@ -271,7 +435,10 @@ __attribute__((constructor)) static void agent_init(void)
 		return;
 	}
 	agent_signo = rc;
+	agent_pid = getpid();
+	pthread_mutex_lock(&pause_lock);
 	rc = start_thread();
+	pthread_mutex_unlock(&pause_lock);
 	if (rc < 0) {
 		say("cannot start the agent thread", rc);
 		agent_signo = 0;

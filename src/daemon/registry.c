@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,13 @@
 #define HELLO_MAX \
 	(WIRE_HDR_SIZE + 2 * 4 + 2 * 4 + SW_COMM_MAX + WIRE_MAX_STRING)
 
-enum { KIND_PENDING = 1, KIND_TARGET = 2, KIND_LISTEN = 3, KIND_WAKE = 4 };
+enum {
+	KIND_PENDING = 1,
+	KIND_TARGET = 2,
+	KIND_LISTEN = 3,
+	KIND_WAKE = 4,
+	KIND_EXIT = 5, /* a target's pidfd: its process exited */
+};
 
 /* A connection that has not said HELLO yet. */
 struct pending {
@@ -148,6 +155,9 @@ static void unlink_target(struct registry *r, struct target *t)
 			*pp = t->next;
 			r->ntargets--;
 			atomic_store(&t->dead, true);
+			if (t->pidfd >= 0)
+				epoll_ctl(r->epfd, EPOLL_CTL_DEL, t->pidfd,
+					  NULL);
 			if (t->fd >= 0) {
 				epoll_ctl(r->epfd, EPOLL_CTL_DEL, t->fd, NULL);
 				shutdown(t->fd, SHUT_RDWR);
@@ -292,6 +302,21 @@ static void register_agent(struct registry *r, struct pending *p,
 		target_put(t);
 		return;
 	}
+	/*
+	 * The connection alone does not say when the process exits: a child
+	 * that inherited it (a daemonizing fork) keeps it open. The pidfd
+	 * does, the moment the process is gone.
+	 */
+	if (t->pidfd >= 0) {
+		struct epoll_event xev = { .events = EPOLLIN,
+					   .data.ptr = &t->pidfd_kind };
+
+		t->pidfd_kind = KIND_EXIT;
+		pthread_mutex_lock(&r->lock);
+		if (!atomic_load(&t->dead))
+			epoll_ctl(r->epfd, EPOLL_CTL_ADD, t->pidfd, &xev);
+		pthread_mutex_unlock(&r->lock);
+	}
 	log_info("registered pid %d (%s), signal %d%s", (int)t->pid, t->comm,
 		 t->signo, t->foreign_ns ? ", in another pid namespace" : "");
 }
@@ -363,6 +388,18 @@ static void *listener_main(void *arg)
 				accept_agents(r);
 			} else if (kind == KIND_PENDING) {
 				read_hello(r, evs[i].data.ptr);
+			} else if (kind == KIND_EXIT) {
+				struct target *t =
+					(struct target
+						 *)((char *)evs[i].data.ptr -
+						    offsetof(struct target,
+							     pidfd_kind));
+
+				log_info("pid %d (%s) exited", (int)t->pid,
+					 t->comm);
+				pthread_mutex_lock(&r->lock);
+				unlink_target(r, t);
+				pthread_mutex_unlock(&r->lock);
 			} else {
 				struct target *t = evs[i].data.ptr;
 
@@ -522,7 +559,7 @@ struct target *registry_get(struct registry *r, pid_t pid)
 
 	pthread_mutex_lock(&r->lock);
 	for (t = r->targets; t; t = t->next)
-		if (t->pid == pid)
+		if (t->pid == pid && target_alive(t))
 			break;
 	if (t)
 		target_get(t);
@@ -550,6 +587,9 @@ int registry_list(struct registry *r, struct target ***out, size_t *n)
 		return -ENOMEM;
 	}
 	for (t = r->targets; t; t = t->next) {
+		/* Gone already, even if the listener has not seen it yet. */
+		if (!target_alive(t))
+			continue;
 		target_get(t);
 		ts[i++] = t;
 	}

@@ -35,10 +35,11 @@ struct target {
 	bool foreign_ns; /* in another pid namespace: tids translated */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
-	struct timespec registered_at;	 /* CLOCK_REALTIME */
-	int fd;				 /* agent connection, -1 for self */
-	int pidfd;			 /* -1 when unavailable */
-	_Atomic bool dead;		 /* unregistered; requests fail */
+	struct timespec registered_at; /* CLOCK_REALTIME */
+	int fd;			       /* agent connection, -1 for self */
+	int pidfd;		       /* -1 when unavailable */
+	int pidfd_kind;	   /* epoll tag of pidfd: its exit drops t */
+	_Atomic bool dead; /* unregistered; requests fail */
 	_Atomic uint64_t last_sample_ms; /* CLOCK_REALTIME ms, 0: never */
 	_Atomic uint32_t last_threads;
 
