@@ -41,7 +41,6 @@
 #include "collector/collect.h"
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
-#include "exec.h"
 #include "model/clock.h"
 #include "model/paths.h"
 #include "model/procfs.h"
@@ -397,7 +396,6 @@ void agent_resume(void)
 
 static void atfork_child(void)
 {
-	exec_atfork_child();
 	agent_pid = getpid();
 	/*
 	 * Only this thread came along. The parent's connection did too: it
@@ -428,7 +426,6 @@ __attribute__((constructor)) static void agent_init(void)
 		say("cannot use the agent socket path", rc);
 		return;
 	}
-	exec_init();
 	rc = handler_install();
 	if (rc < 0) {
 		say("cannot install the dump signal handler", rc);

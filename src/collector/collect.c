@@ -24,6 +24,7 @@
 
 #include "model/clock.h"
 #include "collect.h"
+#include "exec.h"
 #include "collector/signal/framecache.h"
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
@@ -34,6 +35,12 @@
 
 /* The most a dump spends learning unwind rules afterwards. */
 #define COLLECT_LEARN_NS (5 * 1000000ull)
+
+/*
+ * The longest collect_hold() waits: a dump's largest timeout (the daemon
+ * allows 10 s), its learning and some room.
+ */
+#define COLLECT_HOLD_NS (12 * 1000000000ull)
 
 /* Without an answer for this long, the dumper checks who has exited. */
 #define COLLECT_EXIT_POLL_NS (5 * 1000000ull)
@@ -108,6 +115,7 @@ static void atfork_child(void)
 
 static void register_atfork(void)
 {
+	exec_guard_init();
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
@@ -758,8 +766,12 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 					? sw_loader_gate.snap[0].dlpi_subs
 					: 0);
 		signal_all(&r);
-		loader_gate_release();
+		/*
+		 * Learning reads the modules' unwind tables: still under the
+		 * gate, so that no dlclose unmaps one meanwhile.
+		 */
 		learn_rules(&r);
+		loader_gate_release();
 	} else {
 		finish_at_deadline(
 			&r, "a dlclose() in progress outlasted the timeout");
@@ -791,9 +803,15 @@ out_unlock:
 	return rc;
 }
 
-void collect_hold(void)
+bool collect_hold(void)
 {
-	pthread_mutex_lock(&collect_lock);
+	struct timespec ts;
+	uint64_t until = clock_now_ns() + COLLECT_HOLD_NS;
+
+	ts.tv_sec = (time_t)(until / 1000000000ull);
+	ts.tv_nsec = (long)(until % 1000000000ull);
+	return pthread_mutex_clocklock(&collect_lock, CLOCK_MONOTONIC, &ts) ==
+	       0;
 }
 
 void collect_release(void)

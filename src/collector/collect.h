@@ -10,6 +10,7 @@
 #ifndef SW_COLLECT_H
 #define SW_COLLECT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model/dump.h"
@@ -45,8 +46,10 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
  * until collect_release(): around execve(), so no signal of ours can be
  * sent to a thread that is about to become a new program (a pending
  * real-time signal survives exec, and there its default action kills).
+ * Waits at most a dump's longest timeout; false (nothing held, do not
+ * release) if that passed.
  */
-void collect_hold(void);
+bool collect_hold(void);
 void collect_release(void);
 
 /* A snapshot of the counters. */

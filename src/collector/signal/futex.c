@@ -14,11 +14,12 @@
 #include <unistd.h>
 
 #include "futex.h"
+#include "sys.h"
 
 void futex_wake_all(_Atomic uint32_t *addr)
 {
-	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
-		INT_MAX, NULL, NULL, 0);
+	sys_call6(SYS_futex, (long)addr, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
+		  INT_MAX, 0, 0, 0);
 }
 
 int futex_wait_until(_Atomic uint32_t *addr, uint32_t expected,
@@ -30,12 +31,10 @@ int futex_wait_until(_Atomic uint32_t *addr, uint32_t expected,
 	};
 	long rc;
 
-	rc = syscall(SYS_futex, (uint32_t *)addr,
-		     FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected, &ts,
-		     NULL, FUTEX_BITSET_MATCH_ANY);
-	if (rc == 0)
-		return 0;
-	if (errno == EAGAIN)
-		return 0; /* the word had already moved */
-	return -errno;
+	rc = sys_call6(SYS_futex, (long)addr,
+		       FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expected,
+		       (long)&ts, 0, FUTEX_BITSET_MATCH_ANY);
+	if (rc == 0 || rc == -EAGAIN)
+		return 0; /* woken, or the word had already moved */
+	return (int)rc;
 }

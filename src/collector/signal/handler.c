@@ -35,6 +35,7 @@
 #include "loader_guard.h"
 #include "sigmask.h"
 #include "stackmap.h"
+#include "sys.h"
 #include "unwind.h"
 
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
@@ -148,7 +149,7 @@ static void cpu_times(struct slot *s)
 {
 	struct rusage ru;
 
-	if (syscall(SYS_getrusage, RUSAGE_THREAD, &ru) < 0) {
+	if (sys_call2(SYS_getrusage, RUSAGE_THREAD, &ru) < 0) {
 		s->utime_us = s->stime_us = 0;
 		return;
 	}
@@ -207,15 +208,15 @@ static void defer(int signo, siginfo_t *si, ucontext_t *uc,
 	if (atomic_load_explicit(&s->word, memory_order_relaxed) !=
 	    SLOT_WORD(gen, SLOT_ARMED))
 		return;
-	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, NULL, sizeof(block));
+	sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &block, NULL, sizeof(block));
 	/*
 	 * The kernel restores the first word of uc_sigmask at sigreturn. Set
 	 * by hand: a first call of sigaddset() here would go through the lazy
 	 * binder, which saves every vector register on this stack (~3 kB).
 	 */
 	uc->uc_sigmask.__val[0] |= block;
-	syscall(SYS_rt_tgsigqueueinfo, getpid(), syscall(SYS_gettid), signo,
-		si);
+	sys_call4(SYS_rt_tgsigqueueinfo, sys_call0(SYS_getpid),
+		  sys_call0(SYS_gettid), signo, si);
 }
 
 /*
@@ -230,7 +231,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	struct slot *s;
 
 	handler_depth++;
-	if (si->si_code != SI_QUEUE || si->si_pid != getpid())
+	if (si->si_code != SI_QUEUE || si->si_pid != sys_call0(SYS_getpid))
 		goto out;
 	cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
 	if ((cookie & 0xff) >= HANDLER_SLOTS)
@@ -265,7 +266,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		s->name[0] = '\0';
 		if (atomic_load_explicit(&handler_want_name,
 					 memory_order_relaxed) &&
-		    syscall(SYS_prctl, PR_GET_NAME, s->name, 0, 0, 0) < 0)
+		    sys_call2(SYS_prctl, PR_GET_NAME, s->name) < 0)
 			s->name[0] = '\0';
 	}
 	atomic_store_explicit(&s->word, SLOT_WORD(cookie >> 8, SLOT_DONE),

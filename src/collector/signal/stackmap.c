@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "stackmap.h"
+#include "sys.h"
 
 /*
  * The kernel grows the main stack only while it stays this far above the
@@ -269,7 +270,7 @@ size_t stackmap_room(uintptr_t sp)
 	uint64_t lo, hi;
 
 	/* Running on a sigaltstack: its own bounds, whatever holds it. */
-	if (syscall(SYS_sigaltstack, NULL, &ss) == 0 &&
+	if (sys_call2(SYS_sigaltstack, NULL, &ss) == 0 &&
 	    (ss.ss_flags & SS_ONSTACK)) {
 		lo = (uintptr_t)ss.ss_sp;
 		return sp > lo ? sp - lo : 0;

@@ -1,0 +1,257 @@
+/*
+ * exec.c - the exec family, made safe against a dump in progress.
+ *
+ * A real-time signal pending on the thread that calls execve() survives
+ * into the new program, where our handler is gone and the signal's
+ * default action kills it. So every way into execve that a program takes
+ * through libc waits for a dump in progress to end and holds off new ones
+ * (collect_hold) until the exec either replaces us or fails, and first
+ * takes back any signal of ours still pending on the calling thread (one a
+ * dump left behind when the thread could not take it in time). glibc's
+ * execv, execvp, execl... call execve internally, not through the PLT, so
+ * each is defined here; so is syscall(), for SYS_execve and SYS_execveat
+ * made through it. Only an exec by a raw system call instruction escapes.
+ *
+ * Part of the collector, so the library has it as well as the agent. A
+ * child of vfork() shares its parent's memory and must not take the
+ * parent's lock (it would never give it back): it calls through at once.
+ * It needs no protection either, since no dump of the parent signals it.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collect.h"
+#include "collector/signal/sigctx.h"
+#include "collector/signal/sys.h"
+#include "exec.h"
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execveat_fn)(int, const char *, char *const[], char *const[],
+			   int);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+typedef long (*syscall_fn)(long, ...);
+
+static execve_fn real_execve;
+static execveat_fn real_execveat;
+static execve_fn real_execvpe;
+static fexecve_fn real_fexecve;
+static syscall_fn real_syscall;
+static pid_t owner_pid; /* the process whose dumps we hold off */
+
+static void atfork_child(void)
+{
+	owner_pid = getpid();
+}
+
+static void resolve(void)
+{
+	*(void **)&real_execve = dlsym(RTLD_NEXT, "execve");
+	*(void **)&real_execveat = dlsym(RTLD_NEXT, "execveat");
+	*(void **)&real_execvpe = dlsym(RTLD_NEXT, "execvpe");
+	*(void **)&real_fexecve = dlsym(RTLD_NEXT, "fexecve");
+	*(void **)&real_syscall = dlsym(RTLD_NEXT, "syscall");
+	owner_pid = getpid();
+	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+void exec_guard_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, resolve);
+}
+
+/* Before main: a vfork() child may exec before any dump, and must not
+ * resolve anything itself. */
+__attribute__((constructor)) static void exec_guard_ctor(void)
+{
+	exec_guard_init();
+}
+
+/*
+ * Takes back every instance of our signal pending on this thread: with
+ * dumps held off none can come after. Raw system calls: the mask and wait
+ * functions of libc are ours (sigmask.c) and leave our signal out.
+ */
+static void drain_ours(void)
+{
+	struct timespec zero = { 0, 0 };
+	int signo = handler_signo;
+	uint64_t set, old;
+
+	if (signo <= 0)
+		return;
+	set = 1ull << (signo - 1);
+	if (sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &set, &old, sizeof(set)))
+		return;
+	while (sys_call4(SYS_rt_sigtimedwait, &set, NULL, &zero, sizeof(set)) ==
+	       signo)
+		;
+	sys_call4(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(old));
+}
+
+/*
+ * Holds dumps off around an exec of this process. False (nothing held) in
+ * a vfork() child, or when a dump did not end in time.
+ */
+static bool hold(void)
+{
+	if (!owner_pid || getpid() != owner_pid || !collect_hold())
+		return false;
+	drain_ours();
+	return true;
+}
+
+static void release(bool held)
+{
+	int err = errno;
+
+	if (held)
+		collect_release();
+	errno = err;
+}
+
+#define GUARDED(real, call)             \
+	do {                            \
+		bool held_;             \
+		int rc_;                \
+		if (!(real)) {          \
+			errno = ENOSYS; \
+			return -1;      \
+		}                       \
+		held_ = hold();         \
+		rc_ = (call);           \
+		release(held_);         \
+		return rc_;             \
+	} while (0)
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	GUARDED(real_execve, real_execve(path, argv, envp));
+}
+
+int execveat(int dirfd, const char *path, char *const argv[],
+	     char *const envp[], int flags)
+{
+	GUARDED(real_execveat, real_execveat(dirfd, path, argv, envp, flags));
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	GUARDED(real_execvpe, real_execvpe(file, argv, envp));
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	GUARDED(real_fexecve, real_fexecve(fd, argv, envp));
+}
+
+/*
+ * syscall() takes up to six arguments; all six are passed on whatever the
+ * number (reading ones the caller did not pass reads the registers and
+ * stack slots the calling convention gives them, as glibc's own syscall()
+ * does).
+ */
+long syscall(long number, ...)
+{
+	long a[6];
+	va_list ap;
+	bool held;
+	long rc;
+
+	va_start(ap, number);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (!real_syscall) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (number != SYS_execve && number != SYS_execveat)
+		return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	held = hold();
+	rc = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	release(held);
+	return rc;
+}
+
+int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/*
+ * The list forms gather their arguments into an array on the stack, as
+ * glibc does; ARG_MAX bounds how many there can be. LIST_ARGV reads them
+ * up to and including the terminating NULL, leaving ap after it (where
+ * execle's envp is). A macro: the array must live in the caller's frame.
+ * alloca, not malloc: exec after vfork may call only async-signal-safe
+ * functions; not a VLA: its size is known only inside the macro's block.
+ */
+#define LIST_ARGV(ap, arg, argv)                                            \
+	do {                                                                \
+		va_list cp_;                                                \
+		size_t n_;                                                  \
+		va_copy(cp_, (ap));                                         \
+		for (n_ = 1; va_arg(cp_, char *) && n_ < INT_MAX / 2; n_++) \
+			;                                                   \
+		va_end(cp_);                                                \
+		/* cppcheck-suppress allocaCalled */                        \
+		(argv) = alloca((n_ + 1) * sizeof(char *));                 \
+		(argv)[0] = (char *)(arg);                                  \
+		for (size_t i_ = 1; i_ <= n_; i_++)                         \
+			(argv)[i_] = va_arg((ap), char *);                  \
+	} while (0)
+
+int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **argv;
+
+	va_start(ap, arg);
+	/* cppcheck-suppress allocaCalled */
+	LIST_ARGV(ap, arg, argv);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	char **argv;
+
+	va_start(ap, arg);
+	/* cppcheck-suppress allocaCalled */
+	LIST_ARGV(ap, arg, argv);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **argv, **envp;
+
+	va_start(ap, arg);
+	/* cppcheck-suppress allocaCalled */
+	LIST_ARGV(ap, arg, argv);
+	envp = va_arg(ap, char **);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
