@@ -24,6 +24,7 @@
 
 #include "model/clock.h"
 #include "collect.h"
+#include "dumplock.h"
 #include "exec.h"
 #include "collector/signal/framecache.h"
 #include "collector/signal/futex.h"
@@ -36,22 +37,16 @@
 /* The most a dump spends learning unwind rules afterwards. */
 #define COLLECT_LEARN_NS (5 * 1000000ull)
 
-/*
- * The longest collect_hold() waits: a dump's largest timeout (the daemon
- * allows 10 s), its learning and some room.
- */
-#define COLLECT_HOLD_NS (12 * 1000000000ull)
-
 /* Without an answer for this long, the dumper checks who has exited. */
 #define COLLECT_EXIT_POLL_NS (5 * 1000000ull)
 
-static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t next_gen;	   /* under collect_lock */
-static struct collect_stats stats; /* under collect_lock */
+/* Everything below is under the dump lock (dumplock.h). */
+static uint64_t next_gen;
+static struct collect_stats stats;
 
 /*
  * The threads that answered the previous dump, by tid, ascending (under
- * collect_lock). They had our signal deliverable a moment ago, and it
+ * the dump lock). They had our signal deliverable a moment ago, and it
  * stays so unless they block it by a raw system call (the library's
  * sigprocmask strips it), so they are signalled at once, without reading
  * /proc first: that read costs more than the rest of the round trip.
@@ -71,7 +66,7 @@ static size_t nanswered;
  * A handler's name costs a system call (PR_GET_NAME), which in a guest is
  * a good part of the whole round trip: dumps less than
  * COLLECT_NAME_REFRESH_NS after the last one that asked for names reuse
- * the names the threads had then (under collect_lock).
+ * the names the threads had then (under the dump lock).
  */
 #define COLLECT_NAME_REFRESH_NS 1000000000ull
 static uint64_t names_at_ns;
@@ -105,7 +100,7 @@ struct run {
  */
 static void atfork_child(void)
 {
-	pthread_mutex_init(&collect_lock, NULL);
+	dumplock_atfork_child();
 	nanswered = 0; /* other threads' tids */
 	names_at_ns = 0;
 	for (int s = 0; s < HANDLER_SLOTS; s++)
@@ -726,7 +721,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	if (r.window < 1 || r.window > HANDLER_SLOTS)
 		r.window = HANDLER_SLOTS;
 
-	pthread_mutex_lock(&collect_lock);
+	dumplock_take();
 	start_ns = clock_now_ns();
 	r.deadline_ns = start_ns + (uint64_t)opts->timeout_ms * 1000000ull;
 	rc = handler_check();
@@ -786,7 +781,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	free(r.unread);
 	free(r.learn);
 	close(r.taskfd);
-	pthread_mutex_unlock(&collect_lock);
+	dumplock_give();
 	*out = r.d;
 	return 0;
 
@@ -799,29 +794,13 @@ out_close:
 out_free:
 	sw_dump_free(r.d);
 out_unlock:
-	pthread_mutex_unlock(&collect_lock);
+	dumplock_give();
 	return rc;
-}
-
-bool collect_hold(void)
-{
-	struct timespec ts;
-	uint64_t until = clock_now_ns() + COLLECT_HOLD_NS;
-
-	ts.tv_sec = (time_t)(until / 1000000000ull);
-	ts.tv_nsec = (long)(until % 1000000000ull);
-	return pthread_mutex_clocklock(&collect_lock, CLOCK_MONOTONIC, &ts) ==
-	       0;
-}
-
-void collect_release(void)
-{
-	pthread_mutex_unlock(&collect_lock);
 }
 
 void collect_get_stats(struct collect_stats *out)
 {
-	pthread_mutex_lock(&collect_lock);
+	dumplock_take();
 	*out = stats;
-	pthread_mutex_unlock(&collect_lock);
+	dumplock_give();
 }

@@ -10,7 +10,6 @@
 #ifndef SW_COLLECT_H
 #define SW_COLLECT_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "model/dump.h"
@@ -40,17 +39,6 @@ struct collect_stats {
  */
 int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		 size_t self_n, struct sw_dump **out);
-
-/*
- * Waits for a dump in progress to finish and keeps any other from starting
- * until collect_release(): around execve(), so no signal of ours can be
- * sent to a thread that is about to become a new program (a pending
- * real-time signal survives exec, and there its default action kills).
- * Waits at most a dump's longest timeout; false (nothing held, do not
- * release) if that passed.
- */
-bool collect_hold(void);
-void collect_release(void);
 
 /* A snapshot of the counters. */
 void collect_get_stats(struct collect_stats *out);

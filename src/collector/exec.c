@@ -5,7 +5,7 @@
  * into the new program, where our handler is gone and the signal's
  * default action kills it. So every way into execve that a program takes
  * through libc waits for a dump in progress to end and holds off new ones
- * (collect_hold) until the exec either replaces us or fails, and first
+ * (dumplock.h) until the exec either replaces us or fails, and first
  * takes back any signal of ours still pending on the calling thread (one a
  * dump left behind when the thread could not take it in time). glibc's
  * execv, execvp, execl... call execve internally, not through the PLT, so
@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collect.h"
+#include "dumplock.h"
 #include "collector/signal/sigctx.h"
 #include "collector/signal/sys.h"
 #include "exec.h"
@@ -107,7 +107,7 @@ static void drain_ours(void)
  */
 static bool hold(void)
 {
-	if (!owner_pid || getpid() != owner_pid || !collect_hold())
+	if (!owner_pid || getpid() != owner_pid || !dumplock_take_bounded())
 		return false;
 	drain_ours();
 	return true;
@@ -118,7 +118,7 @@ static void release(bool held)
 	int err = errno;
 
 	if (held)
-		collect_release();
+		dumplock_give();
 	errno = err;
 }
 
