@@ -89,7 +89,7 @@ __attribute__((noinline)) int sw_dump_self(const struct sw_dump_opts *opts,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (handler_depth)
+	if (handler_on_stack())
 		return SW_EINHANDLER;
 	rc = read_opts(opts, &o);
 	if (rc < 0)

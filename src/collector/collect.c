@@ -129,12 +129,23 @@ static uint64_t fresh_gen(void)
 }
 
 /*
+ * A slot seen mid-write since writing_since[s] (CLOCK_MONOTONIC ns), with
+ * the same word: the dumper's own record, across dumps.
+ */
+static uint64_t writing_word[HANDLER_SLOTS], writing_since[HANDLER_SLOTS];
+
+/*
  * Frees what previous dumps left behind: a slot whose late handler has
  * since published is free again; one still being written stays out of use
- * for this dump.
+ * for this dump, unless it has been for LOADER_GATE_STALE_MS: its handler
+ * never returned (cancelled, or long-jumped out of a fault handler
+ * stacked on ours), and the slot is taken back. A handler that comes back
+ * after all cannot publish into it (its publishing CAS fails).
  */
 static void reclaim_slots(struct run *r)
 {
+	uint64_t now = clock_now_ns();
+
 	for (int s = 0; s < HANDLER_SLOTS; s++) {
 		uint64_t w = atomic_load_explicit(&handler_slots[s].word,
 						  memory_order_acquire);
@@ -146,6 +157,15 @@ static void reclaim_slots(struct run *r)
 			break;
 		case SLOT_WRITING:
 			r->usable[s] = false;
+			if (writing_word[s] != w) {
+				writing_word[s] = w;
+				writing_since[s] = now;
+			} else if (now - writing_since[s] >=
+				   LOADER_GATE_STALE_MS * 1000000ull) {
+				r->usable[s] = atomic_compare_exchange_strong(
+					&handler_slots[s].word, &w,
+					SLOT_WORD(SLOT_GEN(w) + 1, SLOT_FREE));
+			}
 			break;
 		default: /* DONE, or ARMED for a signal never delivered */
 			r->usable[s] = atomic_compare_exchange_strong(
@@ -705,7 +725,7 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 
 	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-	if (handler_depth)
+	if (handler_on_stack())
 		return SW_EINHANDLER;
 	pthread_once(&atfork_once, register_atfork);
 	signo = handler_install();

@@ -21,5 +21,6 @@
 #define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
 #define SW_TF_CUT 0x10	      /* stopped at memory not known to be mapped */
 #define SW_TF_NO_ROOM 0x20    /* on a stack of unknown size: pc only */
+#define SW_TF_BUSY 0x40	      /* no loader-gate ticket was free: pc only */
 
 #endif /* SW_LIMITS_H */

@@ -52,6 +52,7 @@
 static const char in_loader[] = "[in dynamic loader]";
 static const char low_stack[] = "[stack nearly exhausted]";
 static const char no_room[] = "[stack of unknown size: not unwound]";
+static const char busy[] = "[not unwound: too many handlers at once]";
 static const char cut[] = "[unwinding stopped: memory not known to be mapped]";
 
 struct slot {
@@ -640,7 +641,7 @@ struct tslot {
 /* The flags that change what a thread's ips symbolize to. */
 #define SAME_IPS_FLAGS                                                       \
 	(SW_TF_FIRST_EXACT | SW_TF_IN_LOADER | SW_TF_LOW_STACK | SW_TF_CUT | \
-	 SW_TF_NO_ROOM)
+	 SW_TF_NO_ROOM | SW_TF_BUSY)
 
 /* Per-dump state of sym_dump(). */
 struct symctx {
@@ -875,12 +876,14 @@ static int build_frames(struct symctx *c, const struct sw_thread *t,
 	int rc = 0;
 
 	v->n = 0;
-	if (t->flags & (SW_TF_IN_LOADER | SW_TF_LOW_STACK | SW_TF_NO_ROOM)) {
+	if (t->flags &
+	    (SW_TF_IN_LOADER | SW_TF_LOW_STACK | SW_TF_NO_ROOM | SW_TF_BUSY)) {
 		uint64_t ip = t->nips ? t->ips[0] : 0;
 		int mi = t->nips ? range_find(c->ranges, c->nranges, ip) : -1;
 		uint64_t off = mi < 0 ? ip : ip - c->d->modules[mi].bias;
 		const char *why = t->flags & SW_TF_IN_LOADER   ? in_loader
 				  : t->flags & SW_TF_LOW_STACK ? low_stack
+				  : t->flags & SW_TF_BUSY      ? busy
 							       : no_room;
 
 		return fvec_push(v, ip, mi, off, why, NULL, 0, false);

@@ -124,16 +124,20 @@ static void walk(struct slot *s, ucontext_t *uc)
 /*
  * Fills s with the stack of the interrupted context uc, or with the
  * interrupted pc alone and a flag saying why not: inside the dynamic
- * loader, unwinding would take the loader's lock again; with less than
+ * loader, unwinding would take the loader's lock again; without a ticket
+ * of the loader gate (gate false), the module snapshot may change under
+ * it; with less than
  * HANDLER_STACK_NEED bytes below sp (the handler's own frame), it would
  * run off the stack and fault. Async-signal-safe.
  */
-static void take_stack(struct slot *s, ucontext_t *uc, uintptr_t sp)
+static void take_stack(struct slot *s, ucontext_t *uc, uintptr_t sp, bool gate)
 {
 	s->flags = SW_TF_FIRST_EXACT;
 	s->walk = 0;
 	if (sw_loader_depth > 0) {
 		s->flags |= SW_TF_IN_LOADER;
+	} else if (!gate) {
+		s->flags |= SW_TF_BUSY;
 	} else if (stackmap_room(sp) < HANDLER_STACK_NEED) {
 		s->flags |= SW_TF_LOW_STACK;
 	} else {
@@ -220,37 +224,52 @@ static void defer(int signo, siginfo_t *si, ucontext_t *uc,
 }
 
 /*
- * The handler. Accepts only our own SI_QUEUE signal whose cookie names a
- * slot armed for exactly this generation; everything else (a late signal
- * from an abandoned dump, a forged one) leaves no trace. Async-signal-safe.
+ * Gives back what a handler of ours on this thread held when it never
+ * returned (cancelled, or long-jumped out of a fault handler stacked on
+ * it): its slot, which it can no longer publish, and its loader-gate
+ * ticket (unless a waiter took it back already). Async-signal-safe.
  */
-static void handler(int signo, siginfo_t *si, void *ctx)
+static void heal(void)
 {
-	int saved_errno = errno;
-	uint64_t cookie, expect;
-	struct slot *s;
+	struct handler_tls *h = &handler_tls;
 
-	handler_depth++;
-	if (si->si_code != SI_QUEUE || si->si_pid != sys_call0(SYS_getpid))
-		goto out;
-	cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
-	if ((cookie & 0xff) >= HANDLER_SLOTS)
-		goto out;
-	s = &handler_slots[cookie & 0xff];
-	if (handler_depth > 1) {
-		defer(signo, si, ctx, s, cookie >> 8);
-		goto out;
+	if (h->slot >= 0 && h->slot < HANDLER_SLOTS) {
+		uint64_t w = h->slot_word;
+
+		atomic_compare_exchange_strong(
+			&handler_slots[h->slot].word, &w,
+			SLOT_WORD(SLOT_GEN(w) + 1, SLOT_FREE));
 	}
-	/* Counted before the claim: the snapshot stays while we may read it. */
-	loader_gate_enter();
-	expect = SLOT_WORD(cookie >> 8, SLOT_ARMED);
+	h->slot = -1;
+	loader_gate_leave(h->ticket, h->ticket_word);
+	h->ticket = -1;
+	h->frame = 0;
+	sw_loader_snap_ok = 0;
+	handler_depth = 0;
+}
+
+/*
+ * Claims the slot the cookie names, armed for exactly its generation, and
+ * fills it. The loader-gate ticket is taken first: the snapshot stays
+ * while we may read it; without one (every ticket taken) the handler must
+ * not read it, and takes the pc alone. Async-signal-safe.
+ */
+static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
+{
+	struct handler_tls *h = &handler_tls;
+	uint64_t expect = SLOT_WORD(gen, SLOT_ARMED);
+
+	h->ticket = loader_gate_enter(&h->ticket_word);
 	if (!atomic_compare_exchange_strong_explicit(
-		    &s->word, &expect, SLOT_WORD(cookie >> 8, SLOT_WRITING),
+		    &s->word, &expect, SLOT_WORD(gen, SLOT_WRITING),
 		    memory_order_acquire, memory_order_relaxed)) {
-		loader_gate_leave();
-		goto out;
+		loader_gate_leave(h->ticket, h->ticket_word);
+		h->ticket = -1;
+		return;
 	}
-	sw_loader_snap_ok = 1;
+	h->slot = (int)(s - handler_slots);
+	h->slot_word = SLOT_WORD(gen, SLOT_WRITING);
+	sw_loader_snap_ok = h->ticket >= 0;
 	s->captured_ns = clock_now_ns();
 	if (handler_empty) {
 		s->nips = 0;
@@ -260,22 +279,71 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		s->state = '?';
 	} else {
 		/* The frame, not a local: ASan may keep locals elsewhere. */
-		take_stack(s, ctx, (uintptr_t)__builtin_frame_address(0));
+		take_stack(s, uc, (uintptr_t)__builtin_frame_address(0),
+			   h->ticket >= 0);
 		cpu_times(s);
-		s->state = interrupted_state(ctx);
+		s->state = interrupted_state(uc);
 		s->name[0] = '\0';
 		if (atomic_load_explicit(&handler_want_name,
 					 memory_order_relaxed) &&
 		    sys_call2(SYS_prctl, PR_GET_NAME, s->name) < 0)
 			s->name[0] = '\0';
 	}
-	atomic_store_explicit(&s->word, SLOT_WORD(cookie >> 8, SLOT_DONE),
-			      memory_order_release);
-	atomic_fetch_add_explicit(&handler_done_seq, 1, memory_order_release);
-	futex_wake_all(&handler_done_seq);
-	loader_gate_leave();
+	/* Published unless the dumper took the slot back as abandoned. */
+	expect = SLOT_WORD(gen, SLOT_WRITING);
+	if (atomic_compare_exchange_strong_explicit(
+		    &s->word, &expect, SLOT_WORD(gen, SLOT_DONE),
+		    memory_order_release, memory_order_relaxed)) {
+		atomic_fetch_add_explicit(&handler_done_seq, 1,
+					  memory_order_release);
+		futex_wake_all(&handler_done_seq);
+	}
+	h->slot = -1;
+	loader_gate_leave(h->ticket, h->ticket_word);
+	h->ticket = -1;
+}
+
+/*
+ * The handler. Accepts only our own SI_QUEUE signal whose cookie names a
+ * slot armed for exactly this generation; everything else (a late signal
+ * from an abandoned dump, a forged one) leaves no trace. A handler of
+ * ours already on this thread's stack below us means nesting (the signal
+ * is put back); one that is not below us never returned, and what it
+ * held is given back first. Async-signal-safe.
+ */
+static void handler(int signo, siginfo_t *si, void *ctx)
+{
+	int saved_errno = errno;
+	struct handler_tls *h = &handler_tls;
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	uint64_t cookie;
+	struct slot *s;
+
+	if (h->frame) {
+		if (frame < h->frame && h->frame - frame < HANDLER_NEST_SPAN) {
+			cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+			if (si->si_code == SI_QUEUE &&
+			    (cookie & 0xff) < HANDLER_SLOTS)
+				defer(signo, si, ctx,
+				      &handler_slots[cookie & 0xff],
+				      cookie >> 8);
+			errno = saved_errno;
+			return;
+		}
+		heal();
+	}
+	h->frame = frame;
+	handler_depth = 1;
+	if (si->si_code != SI_QUEUE || si->si_pid != sys_call0(SYS_getpid))
+		goto out;
+	cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	if ((cookie & 0xff) >= HANDLER_SLOTS)
+		goto out;
+	s = &handler_slots[cookie & 0xff];
+	take(s, cookie >> 8, ctx);
 out:
-	handler_depth--;
+	h->frame = 0;
+	handler_depth = 0;
 	errno = saved_errno;
 }
 

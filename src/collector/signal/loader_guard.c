@@ -115,19 +115,55 @@ NOT_TSAN static void gate_wake(uint32_t v)
 	futex_wake_all(&sw_loader_gate.word);
 }
 
+#define TICKET_MS(w) ((w) >> 24)
+
+/*
+ * Takes back the tickets of handlers counted for longer than
+ * LOADER_GATE_STALE_MS: a handler runs for microseconds, so one that old
+ * never returned (a cancelled thread, a siglongjmp out of a fault handler
+ * stacked on ours). Each ticket is taken back once, by its CAS; a handler
+ * that comes back after all finds its ticket gone and leaves the count
+ * alone. Returns how many were taken back.
+ */
+NOT_TSAN static unsigned gate_reap(uint64_t now_ns)
+{
+	struct sw_loader_gate *g = &sw_loader_gate;
+	uint64_t now_ms = now_ns / 1000000ull;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < LOADER_GATE_TICKETS; i++) {
+		uint64_t w = atomic_load(&g->tickets[i]);
+
+		/* (a ticket may be newer than now_ms: taken meanwhile) */
+		if (!w || TICKET_MS(w) + LOADER_GATE_STALE_MS > now_ms)
+			continue;
+		if (atomic_compare_exchange_strong(&g->tickets[i], &w, 0)) {
+			gate_wake(atomic_fetch_sub(&g->word, GATE_UNW_ONE) -
+				  GATE_UNW_ONE);
+			n++;
+		}
+	}
+	return n;
+}
+
 /*
  * A dlclose may unmap a module the snapshot points into: it starts only
  * while no dump holds the gate and no handler may be reading the
  * snapshot. The wait lasts a dump's signal phase at most (a handler runs
- * for microseconds); a nested dlclose (from a destructor) is already
- * counted.
+ * for microseconds), and never longer than the holding dump's deadline or,
+ * for handlers alone, LOADER_GATE_STALE_MS: then the stale tickets are
+ * taken back, and past that it goes ahead whatever the word says. A
+ * nested dlclose (from a destructor) is already counted.
  */
 NOT_TSAN static void close_enter(void)
 {
+	uint64_t start = clock_now_ns();
+
 	if (close_depth++ > 0)
 		return;
 	for (;;) {
 		uint32_t v = atomic_load(&sw_loader_gate.word);
+		uint64_t now, until = start + LOADER_GATE_STALE_MS * 1000000ull;
 
 		if (!(v & (GATE_HOLD | GATE_UNW_MASK))) {
 			if (atomic_compare_exchange_weak(&sw_loader_gate.word,
@@ -135,7 +171,20 @@ NOT_TSAN static void close_enter(void)
 				return;
 			continue;
 		}
-		gate_wait(v, clock_now_ns() + 1000000000ull);
+		now = clock_now_ns();
+		if ((v & GATE_HOLD) && sw_loader_gate.hold_until_ns > until)
+			until = sw_loader_gate.hold_until_ns;
+		if (now >= until) {
+			gate_reap(now);
+			/* Bounded: in it goes. */
+			atomic_fetch_add(&sw_loader_gate.word, 1);
+			return;
+		}
+		if ((v & GATE_UNW_MASK) && gate_reap(now))
+			continue;
+		gate_wait(v, now + 10 * 1000000ull < until
+				     ? now + 10 * 1000000ull
+				     : until);
 	}
 }
 
@@ -239,13 +288,23 @@ NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
 {
 	iterate_fn f;
 
+	sw_loader_gate.hold_until_ns = deadline_ns;
 	atomic_fetch_or(&sw_loader_gate.word, GATE_HOLD);
 	for (;;) {
 		uint32_t v = atomic_load(&sw_loader_gate.word);
+		uint64_t now;
 
 		if (!(v & (GATE_UNW_MASK | GATE_CLOSE_MASK)))
 			break;
-		if (gate_wait(v, deadline_ns) == -ETIMEDOUT) {
+		now = clock_now_ns();
+		if ((v & GATE_UNW_MASK) && gate_reap(now))
+			continue;
+		/* Looks again now and then: a ticket may turn stale. */
+		if (now >= deadline_ns ||
+		    (gate_wait(v, now + 50 * 1000000ull < deadline_ns
+					  ? now + 50 * 1000000ull
+					  : deadline_ns) == -ETIMEDOUT &&
+		     clock_now_ns() >= deadline_ns)) {
 			loader_gate_release();
 			return -ETIMEDOUT;
 		}
@@ -271,14 +330,38 @@ NOT_TSAN void loader_gate_release(void)
 		  ~GATE_HOLD);
 }
 
-NOT_TSAN void loader_gate_enter(void)
+NOT_TSAN int loader_gate_enter(uint64_t *word_out)
 {
-	atomic_fetch_add(&sw_loader_gate.word, GATE_UNW_ONE);
+	struct sw_loader_gate *g = &sw_loader_gate;
+	uint32_t seq = atomic_fetch_add(&g->next_seq, 1);
+	uint64_t w = (clock_now_ns() / 1000000ull) << 24 | (seq & 0xffffff) |
+		     1u << 23;
+
+	for (unsigned k = 0; k < LOADER_GATE_TICKETS; k++) {
+		unsigned i = (seq + k) % LOADER_GATE_TICKETS;
+		uint64_t free_word = 0;
+
+		if (atomic_load_explicit(&g->tickets[i],
+					 memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&g->tickets[i], &free_word,
+						    w))
+			continue;
+		atomic_fetch_add(&g->word, GATE_UNW_ONE);
+		*word_out = w;
+		return (int)i;
+	}
+	*word_out = 0;
+	return -1;
 }
 
-NOT_TSAN void loader_gate_leave(void)
+NOT_TSAN void loader_gate_leave(int ticket, uint64_t word)
 {
 	sw_loader_snap_ok = 0;
+	if (ticket < 0 || ticket >= LOADER_GATE_TICKETS)
+		return;
+	if (!atomic_compare_exchange_strong(&sw_loader_gate.tickets[ticket],
+					    &word, 0))
+		return; /* taken back as stale: counted off already */
 	gate_wake(atomic_fetch_sub(&sw_loader_gate.word, GATE_UNW_ONE) -
 		  GATE_UNW_ONE);
 }
@@ -286,6 +369,8 @@ NOT_TSAN void loader_gate_leave(void)
 NOT_TSAN void loader_gate_atfork_child(void)
 {
 	/* Only this thread is left: what it holds is all that counts. */
+	for (unsigned i = 0; i < LOADER_GATE_TICKETS; i++)
+		atomic_store(&sw_loader_gate.tickets[i], 0);
 	atomic_store(&sw_loader_gate.word, close_depth > 0 ? 1u : 0u);
 }
 

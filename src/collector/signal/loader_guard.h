@@ -22,7 +22,10 @@
  * (each counted before it claims its slot, so a late one is still covered
  * after the dumper gave up), and a count of threads inside dlclose. dlclose
  * starts only while there is neither a hold nor a handler; the dumper takes
- * the snapshot only once neither a handler nor a dlclose is running.
+ * the snapshot only once neither a handler nor a dlclose is running. No
+ * one waits without end: dlclose waits at most for the holding dump's
+ * deadline, and a handler counted for longer than LOADER_GATE_STALE_MS is
+ * taken to be gone (tickets, below).
  *
  * The counter, the gate and the snapshot are exported symbols, so when
  * both the agent and the library (or a program linking it statically) are
@@ -44,8 +47,22 @@ extern __thread volatile int sw_loader_depth
 extern __thread volatile int sw_loader_snap_ok
 	__attribute__((tls_model("initial-exec")));
 
+/*
+ * A handler in the gate holds a ticket: one word of a table, the time it
+ * entered (CLOCK_MONOTONIC ms, above bit 24) and a sequence number, so
+ * that no two tickets are equal. A handler that never leaves (a thread
+ * cancelled, or long-jumped out of a fault handler stacked on ours)
+ * leaves its ticket behind; once it is LOADER_GATE_STALE_MS old, whoever
+ * waits on the gate takes it back, so nothing waits for it for good.
+ */
+#define LOADER_GATE_TICKETS 256
+#define LOADER_GATE_STALE_MS 1000ull
+
 struct sw_loader_gate {
 	_Atomic uint32_t word;
+	_Atomic uint32_t next_seq;
+	uint64_t hold_until_ns; /* the deadline of the dump holding it */
+	_Atomic uint64_t tickets[LOADER_GATE_TICKETS]; /* 0: free */
 	/* changed only under HOLD with no handler running */
 	struct dl_phdr_info *snap; /* names "", headers in phdrs */
 	size_t nsnap, cap;
@@ -71,10 +88,14 @@ void loader_gate_release(void);
 /*
  * The handler: enter before claiming a slot, leave after publishing. A
  * handler that claimed its slot sets sw_loader_snap_ok between the two.
- * Async-signal-safe (atomics, and a futex wake when someone waits).
+ * enter returns the ticket (leave gives it back; *seq is its word), or -1
+ * when every ticket is taken: then the handler must not read the
+ * snapshot. leave does nothing if the ticket was taken back as stale
+ * meanwhile. Async-signal-safe (atomics, the vDSO clock, a futex wake
+ * when someone waits).
  */
-void loader_gate_enter(void);
-void loader_gate_leave(void);
+int loader_gate_enter(uint64_t *seq);
+void loader_gate_leave(int ticket, uint64_t seq);
 
 /* In a child of fork(): the gate as only this thread holds it. */
 void loader_gate_atfork_child(void);

@@ -7,6 +7,9 @@
 struct slot handler_slots[HANDLER_SLOTS];
 _Atomic uint32_t handler_done_seq;
 __thread volatile int handler_depth __attribute__((tls_model("initial-exec")));
+__thread struct handler_tls handler_tls
+	__attribute__((tls_model("initial-exec"))) = { .ticket = -1,
+						       .slot = -1 };
 
 volatile int handler_empty;
 _Atomic int handler_want_name;

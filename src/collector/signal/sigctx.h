@@ -64,6 +64,44 @@ extern __thread volatile int handler_depth
 	__attribute__((tls_model("initial-exec")));
 
 /*
+ * What this thread's running handler holds, so that one that never
+ * returned (cancelled, or long-jumped out of a fault handler stacked on
+ * ours) can be told from one that is running, and its holdings given
+ * back: the address of its frame (0: none), its loader-gate ticket and
+ * its slot (-1: none) with the words they had.
+ */
+struct handler_tls {
+	uintptr_t frame;
+	int ticket;
+	int slot;
+	uint64_t ticket_word;
+	uint64_t slot_word;
+};
+extern __thread struct handler_tls handler_tls
+	__attribute__((tls_model("initial-exec")));
+
+/*
+ * How far below a running handler's frame a nested one can be on the
+ * same stack: a kernel signal frame, the handler's own need and whatever
+ * fault handler of the program runs in between. Farther, or above it, the
+ * frame is from a handler that never returned.
+ */
+#define HANDLER_NEST_SPAN (256 * 1024)
+
+/*
+ * Whether our handler is running on this thread now, below the caller:
+ * true in code it calls, false after a handler of ours was left by
+ * siglongjmp or cancellation. Async-signal-safe.
+ */
+static inline int handler_on_stack(void)
+{
+	uintptr_t f = handler_tls.frame;
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+
+	return f && here < f && f - here < HANDLER_NEST_SPAN;
+}
+
+/*
  * Benchmarks only: when nonzero the handler claims, publishes and wakes but
  * neither unwinds nor reads CPU times: the floor the collector is measured
  * against.

@@ -12,10 +12,11 @@
  * reported "blocked-signal".
  *
  * Inside our handler every other signal is already blocked by the kernel
- * (the handler's sa_mask), so the masking libunwind does around each frame
- * (two system calls each time, some seventy per thread) buys nothing
- * there: while handler_depth is set these calls do nothing and report a
- * full mask as the old one, which the matching restore then ignores too.
+ * (the handler's sa_mask), so the masking libunwind does around its locks
+ * buys nothing there: such calls from libunwind's code while our handler
+ * runs do nothing and report a full mask as the old one, which the
+ * matching restore then ignores too. Every other call is made, whoever
+ * makes it and whatever runs below.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "sigctx.h"
 #include "sigmask.h"
@@ -52,12 +54,15 @@ static mask_fn resolve(_Atomic(mask_fn) *slot, const char *name)
 }
 
 /*
- * True when the interposer was called from libunwind's code; used in the
- * interposers themselves, so the return address is their caller's.
+ * The interposer's caller: used in the interposers themselves, so the
+ * return address is their caller's.
  */
-#define from_libunwind()                                             \
-	((uintptr_t)__builtin_return_address(0) >= unwind_text_lo && \
-	 (uintptr_t)__builtin_return_address(0) < unwind_text_hi)
+#define CALLER() ((uintptr_t)__builtin_return_address(0))
+
+static bool in_libunwind(uintptr_t caller)
+{
+	return caller >= unwind_text_lo && caller < unwind_text_hi;
+}
 
 /* The set the caller asked for, minus our signal where it would block it. */
 static const sigset_t *filter(int how, const sigset_t *set, sigset_t *copy)
@@ -79,13 +84,18 @@ void sigmask_init(void)
 	resolve(&real_pthread_sigmask, "pthread_sigmask");
 }
 
-/* In our handler: nothing to do; "old" is a full mask. */
-static bool in_handler(sigset_t *old)
+/*
+ * libunwind masking signals around its locks, inside our handler: nothing
+ * to do, every signal is blocked already; "old" is a full mask, which the
+ * matching restore then ignores too. Anyone else's call, even in a
+ * program's fault handler running on top of ours, is made as asked.
+ */
+static bool in_handler(uintptr_t caller, sigset_t *old)
 {
-	if (!handler_depth)
+	if (!in_libunwind(caller) || !handler_on_stack())
 		return false;
 	if (old)
-		sigfillset(old);
+		memset(old, 0xff, sizeof(*old));
 	return true;
 }
 
@@ -94,7 +104,9 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 	mask_fn f;
 	sigset_t copy;
 
-	if (in_handler(old))
+	uintptr_t caller = CALLER();
+
+	if (in_handler(caller, old))
 		return 0;
 	f = resolve(&real_sigprocmask, "sigprocmask");
 	if (!f) {
@@ -102,7 +114,8 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		return -1;
 	}
 	/* libunwind masking around its locks keeps ours masked too. */
-	return f(how, from_libunwind() ? set : filter(how, set, &copy), old);
+	return f(how, in_libunwind(caller) ? set : filter(how, set, &copy),
+		 old);
 }
 
 int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
@@ -110,13 +123,16 @@ int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	mask_fn f;
 	sigset_t copy;
 
-	if (in_handler(old))
+	uintptr_t caller = CALLER();
+
+	if (in_handler(caller, old))
 		return 0;
 	f = resolve(&real_pthread_sigmask, "pthread_sigmask");
 	if (!f)
 		return ENOSYS;
 	/* libunwind masking around its locks keeps ours masked too. */
-	return f(how, from_libunwind() ? set : filter(how, set, &copy), old);
+	return f(how, in_libunwind(caller) ? set : filter(how, set, &copy),
+		 old);
 }
 
 /*
