@@ -26,6 +26,7 @@
 #include "collect.h"
 #include "dumplock.h"
 #include "exec.h"
+#include "waits.h"
 #include "collector/signal/framecache.h"
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
@@ -111,6 +112,7 @@ static void atfork_child(void)
 static void register_atfork(void)
 {
 	exec_guard_init();
+	waits_init();
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 

@@ -319,6 +319,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	uint64_t cookie;
 	struct slot *s;
 
+	h->runs++;
 	if (h->frame) {
 		if (frame < h->frame && h->frame - frame < HANDLER_NEST_SPAN) {
 			cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;

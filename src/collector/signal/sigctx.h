@@ -76,6 +76,7 @@ struct handler_tls {
 	int slot;
 	uint64_t ticket_word;
 	uint64_t slot_word;
+	uint32_t runs; /* times our handler ran here: who caused an EINTR */
 };
 extern __thread struct handler_tls handler_tls
 	__attribute__((tls_model("initial-exec")));

@@ -22,8 +22,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
-#include <sys/signalfd.h>
-#include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -64,8 +62,7 @@ static bool in_libunwind(uintptr_t caller)
 	return caller >= unwind_text_lo && caller < unwind_text_hi;
 }
 
-/* The set the caller asked for, minus our signal where it would block it. */
-static const sigset_t *filter(int how, const sigset_t *set, sigset_t *copy)
+const sigset_t *sigmask_filter(int how, const sigset_t *set, sigset_t *copy)
 {
 	int signo = handler_signo;
 
@@ -114,7 +111,8 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		return -1;
 	}
 	/* libunwind masking around its locks keeps ours masked too. */
-	return f(how, in_libunwind(caller) ? set : filter(how, set, &copy),
+	return f(how,
+		 in_libunwind(caller) ? set : sigmask_filter(how, set, &copy),
 		 old);
 }
 
@@ -131,108 +129,7 @@ int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	if (!f)
 		return ENOSYS;
 	/* libunwind masking around its locks keeps ours masked too. */
-	return f(how, in_libunwind(caller) ? set : filter(how, set, &copy),
+	return f(how,
+		 in_libunwind(caller) ? set : sigmask_filter(how, set, &copy),
 		 old);
-}
-
-/*
- * The waits. A thread in sigwait() with a full set would take our signal
- * as one it waited for: our handler would not run (a timeout) and the
- * application would be handed a signal it never expected. So our signal
- * leaves every set a thread waits on, and every mask a wait installs
- * (sigsuspend); it then interrupts the wait like any handled signal
- * (glibc's sigwait retries; sigwaitinfo and sigtimedwait return EINTR,
- * as signal(7) says they may for any handled signal).
- */
-typedef int (*sigwait_fn)(const sigset_t *, int *);
-typedef int (*sigwaitinfo_fn)(const sigset_t *, siginfo_t *);
-typedef int (*sigtimedwait_fn)(const sigset_t *, siginfo_t *,
-			       const struct timespec *);
-typedef int (*signalfd_fn)(int, const sigset_t *, int);
-typedef int (*sigsuspend_fn)(const sigset_t *);
-
-static void *next_fn(void *volatile *slot, const char *name)
-{
-	void *f = *slot;
-
-	if (!f) {
-		f = dlsym(RTLD_NEXT, name);
-		*slot = f;
-	}
-	return f;
-}
-
-static void *volatile real_sigwait,
-	*volatile real_sigwaitinfo, *volatile real_sigtimedwait,
-					    *volatile real_signalfd,
-						    *volatile real_sigsuspend;
-
-/* The set without our signal (SIG_BLOCK: it is "added to" the wait). */
-static const sigset_t *without_ours(const sigset_t *set, sigset_t *copy)
-{
-	return filter(SIG_BLOCK, set, copy);
-}
-
-int sigwait(const sigset_t *set, int *sig)
-{
-	sigwait_fn f;
-	sigset_t copy;
-
-	*(void **)&f = next_fn(&real_sigwait, "sigwait");
-	if (!f)
-		return ENOSYS;
-	return f(without_ours(set, &copy), sig);
-}
-
-int sigwaitinfo(const sigset_t *set, siginfo_t *info)
-{
-	sigwaitinfo_fn f;
-	sigset_t copy;
-
-	*(void **)&f = next_fn(&real_sigwaitinfo, "sigwaitinfo");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return f(without_ours(set, &copy), info);
-}
-
-int sigtimedwait(const sigset_t *set, siginfo_t *info,
-		 const struct timespec *timeout)
-{
-	sigtimedwait_fn f;
-	sigset_t copy;
-
-	*(void **)&f = next_fn(&real_sigtimedwait, "sigtimedwait");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return f(without_ours(set, &copy), info, timeout);
-}
-
-int signalfd(int fd, const sigset_t *mask, int flags)
-{
-	signalfd_fn f;
-	sigset_t copy;
-
-	*(void **)&f = next_fn(&real_signalfd, "signalfd");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return f(fd, without_ours(mask, &copy), flags);
-}
-
-int sigsuspend(const sigset_t *mask)
-{
-	sigsuspend_fn f;
-	sigset_t copy;
-
-	*(void **)&f = next_fn(&real_sigsuspend, "sigsuspend");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return f(without_ours(mask, &copy));
 }
