@@ -53,7 +53,8 @@
 #define GONE_WAIT_MS 200
 
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static int agent_signo;
+static int agent_signo; /* nonzero once the handler is installed */
+static int told_signo;	/* the signal the daemon was last told */
 static pid_t agent_pid; /* the process the thread belongs to */
 
 /*
@@ -211,7 +212,7 @@ static int send_hello(int fd, struct wire_out *o)
 
 	memset(&h, 0, sizeof(h));
 	h.pid = getpid();
-	h.signo = agent_signo;
+	h.signo = told_signo = handler_signal();
 	/*
 	 * The kernel's name of the main thread, as ps shows it: a program
 	 * that rewrites its argv for its title (PostgreSQL, nginx) leaves
@@ -246,6 +247,17 @@ static int answer_dump(int fd, struct wire_out *o, uint32_t seq,
 
 	self_n = handler_unwind_self(self_ips, SW_MAX_FRAMES, 0);
 	status = collect_self(&co, self_ips, self_n, &d);
+	/* The program claimed our signal since we last said (signo.c). */
+	if (handler_signal() != told_signo) {
+		told_signo = handler_signal();
+		rc = wire_encode_signal(o, seq, told_signo);
+		if (rc == 0)
+			rc = write_all(fd, o->data, o->len);
+		if (rc < 0) {
+			sw_dump_free(d);
+			return rc;
+		}
+	}
 	rc = wire_encode_dump_resp(o, seq, status, d);
 	sw_dump_free(d);
 	if (rc == SW_ETOOBIG || rc == -ENOMEM) /* say so, at least */
@@ -329,7 +341,7 @@ static int start_thread(void)
 	atomic_store(&stop_word, 0);
 	atomic_store(&thread_tid, 0);
 	sigfillset(&all);
-	sigdelset(&all, agent_signo);
+	sigdelset(&all, handler_signal());
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -337,6 +349,13 @@ static int start_thread(void)
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	running = rc == 0;
+	/*
+	 * Until it has said its tid, agent_pause() could not wait for the
+	 * kernel to let go of it: a moment, at most a second.
+	 */
+	for (uint64_t until = clock_now_ns() + 1000000000ull;
+	     running && !atomic_load(&thread_tid) && clock_now_ns() < until;)
+		sched_yield();
 	return -rc;
 }
 

@@ -33,6 +33,7 @@
 #include "collector/signal/loader_guard.h"
 #include "modules.h"
 #include "model/procfs.h"
+#include "collector/signal/signo.h"
 #include "collector/signal/stackmap.h"
 
 /* The most a dump spends learning unwind rules afterwards. */
@@ -62,6 +63,7 @@ struct known {
 };
 static struct known *answered;
 static size_t nanswered;
+static int last_signo; /* the signal of the dump before */
 
 /*
  * A handler's name costs a system call (PR_GET_NAME), which in a guest is
@@ -126,7 +128,10 @@ static uint64_t fresh_gen(void)
 			seed = clock_now_ns() ^ ((uint64_t)getpid() << 32);
 		/* Unpredictable, with room to count up for ages. */
 		next_gen = (seed & 0xffffffffffull) | 1;
+		atomic_store(&handler_gen_first, next_gen);
 	}
+	/* Before the signal goes: the handler tells ours by it. */
+	atomic_store(&handler_gen_next, next_gen + 1);
 	return next_gen++ & ((1ull << 54) - 1);
 }
 
@@ -276,6 +281,29 @@ static int send_signal(struct run *r, pid_t tid, int s, uint64_t gen)
 }
 
 /*
+ * Asks a thread whose mask blocks our signal, but not one we gave up, to
+ * take the old one's place in its mask (handler.c's pass_on): one signal
+ * on the old one, unless one is pending already.
+ */
+static void migrate(struct run *r, pid_t tid, uint64_t sigblk, uint64_t sigpnd)
+{
+	uint64_t open = signo_retired_mask() & ~sigblk & ~sigpnd;
+	siginfo_t si;
+	int old;
+
+	if (!open)
+		return;
+	old = __builtin_ctzll(open) + 1;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = old;
+	si.si_code = SI_QUEUE;
+	si.si_pid = r->pid;
+	si.si_uid = getuid();
+	si.si_value.sival_ptr = (void *)(uintptr_t)HANDLER_COOKIE_MIGRATE;
+	syscall(SYS_rt_tgsigqueueinfo, r->pid, tid, old, &si);
+}
+
+/*
  * Reads thread i's /proc entries and signals it through a free slot. A
  * thread that blocks the signal is put aside for one recheck unless this
  * is the recheck.
@@ -322,9 +350,13 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 		/*
 		 * A thread still returning from the handler of the previous
 		 * dump shows the signal blocked for a moment: look once
-		 * more after the others before calling it blocked.
+		 * more after the others before calling it blocked. One that
+		 * blocks our signal but not the one we gave up got its mask
+		 * before we moved (a "block everything" less the old one):
+		 * asked to move its mask along, it is dumpable by then.
 		 */
 		if (!recheck) {
+			migrate(r, t->tid, sigblk, pt.sigpnd);
 			r->recheck[r->nrecheck++] = i;
 			return 1;
 		}
@@ -749,6 +781,12 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 	rc = handler_check();
 	if (rc < 0)
 		goto out_unlock;
+	/* Moved to another signal since (signo.c): all read afresh. */
+	r.signo = handler_signo;
+	if (r.signo != last_signo) {
+		nanswered = 0;
+		last_signo = r.signo;
+	}
 	r.d = dump_new();
 	if (!r.d) {
 		rc = -ENOMEM;

@@ -23,6 +23,7 @@
 
 #include "model/buf.h"
 #include "cond.h"
+#include "collector/signal/handler.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -470,7 +471,9 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
 		cJSON_AddStringToObject(o, "cmdline", live ? live : t->cmdline);
 		free(live);
 		cJSON_AddNumberToObject(o, "uid", t->uid);
-		cJSON_AddNumberToObject(o, "signal", t->signo);
+		cJSON_AddNumberToObject(o, "signal",
+					t->self ? handler_signal()
+						: atomic_load(&t->signo));
 		if (threads < 0)
 			threads = (int)atomic_load(&t->last_threads);
 		cJSON_AddNumberToObject(o, "threads", threads);

@@ -651,7 +651,8 @@ static int whole_message(struct target *t, struct wire_hdr *h, size_t *need)
 	*need = WIRE_HDR_SIZE;
 	if (t->rx_len < WIRE_HDR_SIZE)
 		return 0;
-	if (wire_parse_hdr(t->rx, h) < 0 || h->type != WIRE_DUMP_RESP)
+	if (wire_parse_hdr(t->rx, h) < 0 ||
+	    (h->type != WIRE_DUMP_RESP && h->type != WIRE_SIGNAL))
 		return SW_EFORMAT;
 	*need = WIRE_HDR_SIZE + h->length;
 	return t->rx_len >= *need;
@@ -708,6 +709,22 @@ static int await_answer(struct target *t, uint32_t seq, uint64_t deadline,
 		rc = whole_message(t, &h, &need);
 		if (rc < 0)
 			return -ECONNRESET;
+		if (rc == 1 && h.type == WIRE_SIGNAL) {
+			int signo;
+
+			rc = wire_decode_signal(t->rx + WIRE_HDR_SIZE, h.length,
+						&signo);
+			consume(t, need);
+			if (rc < 0)
+				return -ECONNRESET;
+			if (signo != atomic_load(&t->signo))
+				log_info("pid %d (%s) now uses signal %d: the "
+					 "program claimed %d",
+					 (int)t->pid, t->comm, signo,
+					 atomic_load(&t->signo));
+			atomic_store(&t->signo, signo);
+			continue;
+		}
 		if (rc == 1) {
 			if (h.seq != seq) {
 				consume(t, need); /* a late answer */

@@ -30,9 +30,9 @@ struct target {
 	_Atomic int refs;
 	pid_t pid; /* as the daemon sees it (SO_PEERCRED) */
 	uid_t uid;
-	int signo;
-	bool self;	 /* the daemon itself: dumped in-process */
-	bool foreign_ns; /* in another pid namespace: tids translated */
+	_Atomic int signo; /* the agent's, as it last said */
+	bool self;	   /* the daemon itself: dumped in-process */
+	bool foreign_ns;   /* in another pid namespace: tids translated */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
 	struct timespec registered_at; /* CLOCK_REALTIME */

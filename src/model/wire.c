@@ -116,7 +116,7 @@ int wire_parse_hdr(const uint8_t buf[WIRE_HDR_SIZE], struct wire_hdr *h)
 	if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION ||
 	    h->length > WIRE_MAX_PAYLOAD)
 		return SW_EFORMAT;
-	if (h->type < WIRE_HELLO || h->type > WIRE_DUMP_RESP)
+	if (h->type < WIRE_HELLO || h->type > WIRE_SIGNAL)
 		return SW_EFORMAT;
 	return 0;
 }
@@ -246,6 +246,26 @@ int wire_decode_dump_req(const void *p, size_t len, struct wire_dump_req *r)
 	if (in.err || in.left || r->timeout_ms < 1 || r->timeout_ms > 600000 ||
 	    r->window < 1 || r->window > 64)
 		return SW_EFORMAT;
+	return 0;
+}
+
+int wire_encode_signal(struct wire_out *o, uint32_t seq, int signo)
+{
+	wire_begin(o, WIRE_SIGNAL, seq);
+	wire_put_u32(o, (uint32_t)signo);
+	return wire_finish(o);
+}
+
+int wire_decode_signal(const void *p, size_t len, int *signo)
+{
+	struct wire_in in;
+	uint32_t v;
+
+	wire_in_init(&in, p, len);
+	v = wire_get_u32(&in);
+	if (in.err || in.left || v > 64)
+		return SW_EFORMAT;
+	*signo = (int)v;
 	return 0;
 }
 

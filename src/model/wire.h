@@ -36,6 +36,7 @@ enum wire_type {
 	WIRE_HELLO = 1,	    /* agent -> daemon, once after connecting */
 	WIRE_DUMP_REQ = 2,  /* daemon -> agent */
 	WIRE_DUMP_RESP = 3, /* agent -> daemon, same seq as the request */
+	WIRE_SIGNAL = 4,    /* agent -> daemon: its signal changed */
 };
 
 struct wire_hdr {
@@ -117,6 +118,13 @@ int wire_decode_dump_req(const void *p, size_t len, struct wire_dump_req *r);
  * name, state, status, error, flags, CPU times, capture time, ips) and
  * modules (path, bias, range, build-id). No symbols.
  */
+/*
+ * SIGNAL: u32 signal, the agent's signal from now on (1..64, or 0 when it
+ * has none left). Sent before the answer to a request, with its seq.
+ */
+int wire_encode_signal(struct wire_out *o, uint32_t seq, int signo);
+int wire_decode_signal(const void *p, size_t len, int *signo);
+
 int wire_encode_dump_resp(struct wire_out *o, uint32_t seq, int status,
 			  const struct sw_dump *d);
 /*

@@ -278,6 +278,67 @@ static void test_restart(struct itest_daemon *d, pid_t pid)
 	itest_daemon_cleanup(&again);
 }
 
+/* The signal a target's entry in /api/v1/targets names, or -1. */
+static int target_signal(const struct itest_daemon *d, pid_t pid)
+{
+	int status, signo = -1;
+	cJSON *j = itest_get_json(d, "/api/v1/targets", &status), *t;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "targets"))
+	{
+		cJSON *p = cJSON_GetObjectItem(t, "pid");
+		cJSON *s = cJSON_GetObjectItem(t, "signal");
+
+		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
+		    cJSON_IsNumber(s))
+			signo = (int)s->valuedouble;
+	}
+	cJSON_Delete(j);
+	return signo;
+}
+
+/*
+ * A program that takes the agent's signal for its own signalfd: it gets
+ * every one it queues, the agent moves to another and says so, and the
+ * program is dumped whole.
+ */
+static void test_claim(const struct itest_daemon *d)
+{
+	int out, in, status, got = 0, before, after;
+	pid_t pid = spawn(d, "signalfd", NULL, &out, &in);
+	char line[64];
+	cJSON *j;
+
+	TAP_OK(itest_wait_line(out, "ready") &&
+		       itest_wait_registered(d, pid, 10000),
+	       "a program with a signalfd on SIGRTMIN+4 registered");
+	before = target_signal(d, pid);
+	for (int i = 0; i < 10; i++) {
+		j = dump(d, pid, &status);
+		cJSON_Delete(j);
+		if (write(in, "x\n", 2) != 2)
+			break;
+		if (itest_read_line(out, line, sizeof(line)) &&
+		    atoi(line + 4) == 100 + i && strncmp(line, "got ", 4) == 0)
+			got++;
+	}
+	TAP_OK(got == 10,
+	       "every signal it queued reached its signalfd (%d "
+	       "of 10)",
+	       got);
+	j = dump(d, pid, &status);
+	after = target_signal(d, pid);
+	TAP_OK(status == 200 && count(j, "worker", "ok") == 4 &&
+		       after != before && after > 0,
+	       "the agent moved from signal %d to %d, and the targets list "
+	       "says so; every worker is dumped",
+	       before, after);
+	cJSON_Delete(j);
+	itest_kill(pid);
+	close(out);
+	close(in);
+}
+
 int main(void)
 {
 	struct itest_daemon d;
@@ -295,6 +356,7 @@ int main(void)
 	test_fork(&d);
 	test_exec(&d);
 	test_reset(&d);
+	test_claim(&d);
 	steady = spawn(&d, "sigwait", NULL, &out, NULL);
 	TAP_OK(itest_wait_line(out, "ready") &&
 		       itest_wait_registered(&d, steady, 10000),

@@ -34,6 +34,7 @@
 #include "handler.h"
 #include "loader_guard.h"
 #include "sigmask.h"
+#include "signo.h"
 #include "stackmap.h"
 #include "sys.h"
 #include "unwind.h"
@@ -303,6 +304,53 @@ static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
 	h->ticket = -1;
 }
 
+/* Whether si is a signal our dumper sent (a cookie it issued). */
+static bool sent_by_us(const siginfo_t *si)
+{
+	uint64_t cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	uint64_t gen = cookie >> 8;
+
+	if (si->si_code != SI_QUEUE || si->si_pid != sys_call0(SYS_getpid))
+		return false;
+	if ((cookie & 0xff) == HANDLER_COOKIE_MIGRATE)
+		return true;
+	return gen >= atomic_load(&handler_gen_first) &&
+	       gen < atomic_load(&handler_gen_next);
+}
+
+/*
+ * A signal on one we gave up to the program (signo.c). One of the
+ * program's own is handed back to the process, blocked from now on in
+ * this thread (the kernel restores uc's mask at sigreturn), so that the
+ * thread that waits for it (signalfd, sigwaitinfo) gets it with its
+ * siginfo whole. A request from the dumper to move this thread's mask
+ * along with us is done here. Returns false for a late signal of ours,
+ * which the handler proper then ignores. Async-signal-safe.
+ */
+static bool pass_on(int signo, siginfo_t *si, ucontext_t *uc)
+{
+	uint64_t old = 1ull << (signo - 1);
+	int now = handler_signo;
+	bool foreign = !sent_by_us(si);
+
+	if (!foreign && ((uint64_t)(uintptr_t)si->si_value.sival_ptr & 0xff) !=
+				HANDLER_COOKIE_MIGRATE)
+		return false;
+	/*
+	 * Either way this thread's mask moves along with us: a thread that
+	 * takes the old signal got its mask before we moved, from a "block
+	 * everything" less the old one; it blocks the old one now, and the
+	 * new one no more.
+	 */
+	uc->uc_sigmask.__val[0] |= old;
+	if (now > 0 && now <= 64)
+		uc->uc_sigmask.__val[0] &= ~(1ull << (now - 1));
+	if (foreign)
+		sys_call3(SYS_rt_sigqueueinfo, sys_call0(SYS_getpid), signo,
+			  si);
+	return true;
+}
+
 /*
  * The handler. Accepts only our own SI_QUEUE signal whose cookie names a
  * slot armed for exactly this generation; everything else (a late signal
@@ -320,6 +368,11 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	struct slot *s;
 
 	h->runs++;
+	if (signo != handler_signo && signo_is_retired(signo) &&
+	    pass_on(signo, si, ctx)) {
+		errno = saved_errno;
+		return;
+	}
 	if (h->frame) {
 		if (frame < h->frame && h->frame - frame < HANDLER_NEST_SPAN) {
 			cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
@@ -403,39 +456,6 @@ size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
 	return unwind_from(&uc, &ctx, ips, max, skip);
 }
 
-static bool signal_is_free(int signo)
-{
-	struct sigaction old;
-
-	if (sigaction(signo, NULL, &old) < 0)
-		return false;
-	if (old.sa_flags & SA_SIGINFO)
-		return false;
-	return old.sa_handler == SIG_DFL;
-}
-
-static int choose_signal(void)
-{
-	const char *env = getenv("STACKWATCH_SIGNAL");
-
-	if (env && *env) {
-		char *end;
-		long v;
-
-		errno = 0;
-		v = strtol(env, &end, 10);
-		if (errno || *end || v < SIGRTMIN || v > SIGRTMAX)
-			return -EINVAL;
-		if (!signal_is_free((int)v))
-			return SW_ENOSIGNAL;
-		return (int)v;
-	}
-	for (int signo = SIGRTMIN + 4; signo <= SIGRTMAX; signo++)
-		if (signal_is_free(signo))
-			return signo;
-	return SW_ENOSIGNAL;
-}
-
 /*
  * Runs the handler once, here and now, on a context of this thread, so
  * that every function it calls through the PLT (errno, getpid,
@@ -496,12 +516,6 @@ static void install(void)
 		install_result = SW_ENOTINIT;
 		return;
 	}
-	signo = choose_signal();
-	if (signo < 0) {
-		install_result = signo;
-		return;
-	}
-	prime_unwinder(signo);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
 	/*
@@ -517,9 +531,9 @@ static void install(void)
 	 * application can run in the middle of libunwind or the loader on
 	 * this thread (what libunwind's own masking is for, see sigmask.c).
 	 * Faults stay deliverable: a blocked SIGSEGV would kill at once.
+	 * (signo.c leaves the signal it installs on out of the mask.)
 	 */
 	sigfillset(&sa.sa_mask);
-	sigdelset(&sa.sa_mask, signo);
 	sigdelset(&sa.sa_mask, SIGSEGV);
 	sigdelset(&sa.sa_mask, SIGBUS);
 	sigdelset(&sa.sa_mask, SIGILL);
@@ -532,10 +546,13 @@ static void install(void)
 	 * and a set*id broadcast would run on top of libunwind.
 	 */
 	sa.sa_mask.__val[0] |= (1ull << (32 - 1)) | (1ull << (33 - 1));
-	if (sigaction(signo, &sa, NULL) < 0) {
-		install_result = -errno;
+	signo = signo_install(&sa);
+	if (signo < 0) {
+		install_result = signo;
 		return;
 	}
+	/* No signal is sent before handler_signo is set. */
+	prime_unwinder(signo);
 	handler_signo = signo;
 	install_result = signo;
 }
@@ -543,7 +560,10 @@ static void install(void)
 int handler_install(void)
 {
 	pthread_once(&install_once, install);
-	return install_result;
+	if (install_result < 0)
+		return install_result;
+	/* Moved since, or given up (signo.c). */
+	return handler_signo ? handler_signo : SW_ENOSIGNAL;
 }
 
 int handler_signal(void)
@@ -556,7 +576,9 @@ int handler_check(void)
 	struct sigaction cur;
 
 	if (!handler_signo)
-		return SW_ENOTINIT;
+		return install_result < 0    ? install_result
+		       : install_result == 0 ? SW_ENOTINIT
+					     : SW_ENOSIGNAL;
 	if (sigaction(handler_signo, NULL, &cur) < 0)
 		return -errno;
 	if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != handler)

@@ -13,4 +13,5 @@ __thread struct handler_tls handler_tls
 
 volatile int handler_empty;
 _Atomic int handler_want_name;
-int handler_signo;
+_Atomic int handler_signo;
+_Atomic uint64_t handler_gen_first, handler_gen_next;

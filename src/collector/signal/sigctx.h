@@ -112,7 +112,24 @@ extern volatile int handler_empty;
 /* Nonzero: handlers read their thread's name into the slot. */
 extern _Atomic int handler_want_name;
 
-/* The installed signal, or 0; set once, before any signal is sent. */
-extern int handler_signo;
+/*
+ * The generations the dumper has issued so far, [gen_first, gen_next):
+ * what tells a signal of ours from one the program queued itself on a
+ * signal we gave up (signo.c). Written by the dumper before it signals.
+ */
+extern _Atomic uint64_t handler_gen_first, handler_gen_next;
+
+/*
+ * The cookie of a signal that asks a thread to move its mask along with
+ * us: our old signal blocked, the new one deliverable (collect.c). No
+ * slot has this index.
+ */
+#define HANDLER_COOKIE_MIGRATE 0xffu
+
+/*
+ * Our signal, or 0: set before any signal is sent, changed only when the
+ * program claims it and we move to another (signo.c).
+ */
+extern _Atomic int handler_signo;
 
 #endif /* SW_SIGCTX_H */

@@ -28,6 +28,7 @@
 
 #include "sigctx.h"
 #include "sigmask.h"
+#include "signo.h"
 #include "unwind.h"
 
 typedef int (*mask_fn)(int, const sigset_t *, sigset_t *);
@@ -66,10 +67,23 @@ const sigset_t *sigmask_filter(int how, const sigset_t *set, sigset_t *copy)
 {
 	int signo = handler_signo;
 
-	if (!set || signo <= 0 || how == SIG_UNBLOCK)
+	if (!set || how == SIG_UNBLOCK)
 		return set;
+	if (signo <= 0) {
+		signo_note(set); /* before we choose: not one of those */
+		return set;
+	}
 	if (!sigismember(set, signo))
 		return set;
+	/*
+	 * Named as such, the signal is the program's: we move to another
+	 * and it gets its own as it asked.
+	 */
+	if (signo_named(set, signo)) {
+		signo = signo_yield(signo);
+		if (signo <= 0 || !sigismember(set, signo))
+			return set;
+	}
 	*copy = *set;
 	sigdelset(copy, signo);
 	return copy;
