@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "model/clock.h"
+#include "sys.h"
 #include "model/limits.h"
 #include "framecache.h"
 #include "stackmap.h"
@@ -391,7 +391,7 @@ static void learn_one(uint64_t pc, bool exact)
 	if (probes_left == 0 ||
 	    atomic_load_explicit(&nrules, memory_order_relaxed) >= TABLE_FILL)
 		return;
-	if (learn_until_ns && clock_now_ns() >= learn_until_ns) {
+	if (learn_until_ns && sys_now_ns() >= learn_until_ns) {
 		probes_left = 0; /* the rest, next time */
 		return;
 	}

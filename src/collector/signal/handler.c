@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include "stackwatch.h"
-#include "model/clock.h"
 #include "framecache.h"
 #include "futex.h"
 #include "handler.h"
@@ -129,17 +128,22 @@ static void walk(struct slot *s, ucontext_t *uc)
  * of the loader gate (gate false), the module snapshot may change under
  * it; with less than
  * HANDLER_STACK_NEED bytes below sp (the handler's own frame), it would
- * run off the stack and fault. Async-signal-safe.
+ * run off the stack and fault; on a stack whose end is not known, it
+ * could run off it unseen, into the memory below. Async-signal-safe.
  */
 static void take_stack(struct slot *s, ucontext_t *uc, uintptr_t sp, bool gate)
 {
+	size_t room;
+
 	s->flags = SW_TF_FIRST_EXACT;
 	s->walk = 0;
 	if (sw_loader_depth > 0) {
 		s->flags |= SW_TF_IN_LOADER;
 	} else if (!gate) {
 		s->flags |= SW_TF_BUSY;
-	} else if (stackmap_room(sp) < HANDLER_STACK_NEED) {
+	} else if ((room = stackmap_room(sp)) == STACKMAP_UNKNOWN) {
+		s->flags |= SW_TF_NO_ROOM; /* never unwound blind */
+	} else if (room < HANDLER_STACK_NEED) {
 		s->flags |= SW_TF_LOW_STACK;
 	} else {
 		walk(s, uc);
@@ -271,7 +275,7 @@ static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
 	h->slot = (int)(s - handler_slots);
 	h->slot_word = SLOT_WORD(gen, SLOT_WRITING);
 	sw_loader_snap_ok = h->ticket >= 0;
-	s->captured_ns = clock_now_ns();
+	s->captured_ns = sys_now_ns();
 	if (handler_empty) {
 		s->nips = 0;
 		s->flags = 0;
@@ -361,7 +365,7 @@ static bool pass_on(int signo, siginfo_t *si, ucontext_t *uc)
  */
 static void handler(int signo, siginfo_t *si, void *ctx)
 {
-	int saved_errno = errno;
+	int *err = sys_errno(), saved_errno = *err;
 	struct handler_tls *h = &handler_tls;
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	uint64_t cookie;
@@ -370,7 +374,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	h->runs++;
 	if (signo != handler_signo && signo_is_retired(signo) &&
 	    pass_on(signo, si, ctx)) {
-		errno = saved_errno;
+		*err = saved_errno;
 		return;
 	}
 	if (h->frame) {
@@ -381,7 +385,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 				defer(signo, si, ctx,
 				      &handler_slots[cookie & 0xff],
 				      cookie >> 8);
-			errno = saved_errno;
+			*err = saved_errno;
 			return;
 		}
 		heal();
@@ -398,7 +402,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 out:
 	h->frame = 0;
 	handler_depth = 0;
-	errno = saved_errno;
+	*err = saved_errno;
 }
 
 /*
@@ -507,6 +511,7 @@ static void install(void)
 	const char *env;
 	int signo;
 
+	sys_init();
 	loader_guard_init();
 	sigmask_init();
 	env = getenv("STACKWATCH_UNWIND");

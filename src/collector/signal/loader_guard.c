@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/clock.h"
+#include "sys.h"
 #include "futex.h"
 #include "loader_guard.h"
 
@@ -157,7 +157,7 @@ NOT_TSAN static unsigned gate_reap(uint64_t now_ns)
  */
 NOT_TSAN static void close_enter(void)
 {
-	uint64_t start = clock_now_ns();
+	uint64_t start = sys_now_ns();
 
 	if (close_depth++ > 0)
 		return;
@@ -171,7 +171,7 @@ NOT_TSAN static void close_enter(void)
 				return;
 			continue;
 		}
-		now = clock_now_ns();
+		now = sys_now_ns();
 		if ((v & GATE_HOLD) && sw_loader_gate.hold_until_ns > until)
 			until = sw_loader_gate.hold_until_ns;
 		if (now >= until) {
@@ -296,7 +296,7 @@ NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
 
 		if (!(v & (GATE_UNW_MASK | GATE_CLOSE_MASK)))
 			break;
-		now = clock_now_ns();
+		now = sys_now_ns();
 		if ((v & GATE_UNW_MASK) && gate_reap(now))
 			continue;
 		/* Looks again now and then: a ticket may turn stale. */
@@ -304,7 +304,7 @@ NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
 		    (gate_wait(v, now + 50 * 1000000ull < deadline_ns
 					  ? now + 50 * 1000000ull
 					  : deadline_ns) == -ETIMEDOUT &&
-		     clock_now_ns() >= deadline_ns)) {
+		     sys_now_ns() >= deadline_ns)) {
 			loader_gate_release();
 			return -ETIMEDOUT;
 		}
@@ -334,8 +334,8 @@ NOT_TSAN int loader_gate_enter(uint64_t *word_out)
 {
 	struct sw_loader_gate *g = &sw_loader_gate;
 	uint32_t seq = atomic_fetch_add(&g->next_seq, 1);
-	uint64_t w = (clock_now_ns() / 1000000ull) << 24 | (seq & 0xffffff) |
-		     1u << 23;
+	uint64_t w =
+		(sys_now_ns() / 1000000ull) << 24 | (seq & 0xffffff) | 1u << 23;
 
 	for (unsigned k = 0; k < LOADER_GATE_TICKETS; k++) {
 		unsigned i = (seq + k) % LOADER_GATE_TICKETS;
@@ -416,6 +416,17 @@ NOT_TSAN int dlclose(void *handle)
 	sw_loader_depth--;
 	close_leave();
 	return rc;
+}
+
+NOT_TSAN int loader_modules(int (*cb)(struct dl_phdr_info *, size_t, void *),
+			    void *data)
+{
+	iterate_fn f;
+
+	if (sw_loader_snap_ok)
+		return iterate_snapshot(cb, data);
+	f = atomic_load_explicit(&real_iterate, memory_order_acquire);
+	return f ? f(cb, data) : 0;
 }
 
 NOT_TSAN int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *),

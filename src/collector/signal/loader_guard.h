@@ -97,6 +97,15 @@ void loader_gate_release(void);
 int loader_gate_enter(uint64_t *seq);
 void loader_gate_leave(int ticket, uint64_t seq);
 
+/*
+ * The module list for the unwinder's accessors: the snapshot inside a
+ * handler that holds a ticket, else the loader's (libc's dl_iterate_phdr,
+ * resolved by loader_guard_init(): no lookup, no PLT slot). Async-signal-
+ * safe in the first case.
+ */
+int loader_modules(int (*cb)(struct dl_phdr_info *, size_t, void *),
+		   void *data);
+
 /* In a child of fork(): the gate as only this thread holds it. */
 void loader_gate_atfork_child(void);
 

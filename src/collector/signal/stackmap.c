@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -31,12 +32,21 @@
 #define STACKMAP_GUARD_PAGES 256
 
 struct range {
-	_Atomic uint64_t lo; /* lowest usable address */
+	_Atomic uint64_t lo; /* lowest usable address; bit 0: bounded */
 	_Atomic uint64_t hi; /* one past the highest */
 };
 
+/*
+ * bounded: the mapping's lowest address is where its stack ends, so the
+ * room under a stack pointer in it is known: the main thread's [stack],
+ * and any mapping right above a PROT_NONE one (a thread's guard page, a
+ * coroutine library's guarded stack). Any other mapping (the heap, a
+ * malloc'd block holding fiber stacks) may hold a stack of any size
+ * anywhere inside.
+ */
 struct bounds {
 	uint64_t lo, hi;
+	bool bounded;
 };
 
 static struct range table[STACKMAP_MAX]; /* sorted, disjoint */
@@ -118,7 +128,7 @@ static void publish(const struct bounds *b, size_t n)
 	atomic_store_explicit(&table_seq, seq, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
 	for (size_t i = 0; i < n; i++) {
-		atomic_store_explicit(&table[i].lo, b[i].lo,
+		atomic_store_explicit(&table[i].lo, b[i].lo | b[i].bounded,
 				      memory_order_relaxed);
 		atomic_store_explicit(&table[i].hi, b[i].hi,
 				      memory_order_relaxed);
@@ -132,7 +142,16 @@ struct blist {
 	struct bounds *b;
 	size_t len, cap;
 	uint64_t prev_hi; /* end of the last mapping seen, of any kind */
+	bool prev_none;	  /* and whether it was PROT_NONE */
 };
+
+/* Whether a maps line is a PROT_NONE mapping ("---"). */
+static bool no_access(const char *line)
+{
+	const char *perms = strchr(line, ' ');
+
+	return perms && strncmp(perms + 1, "---", 3) == 0;
+}
 
 /* Takes one maps line (NUL-terminated). 0 or -ENOMEM. */
 static int take_line(struct blist *l, const char *line)
@@ -140,12 +159,14 @@ static int take_line(struct blist *l, const char *line)
 	uint64_t lo, hi;
 	int main_stack;
 	int kind = stackmap_parse_line(line, &lo, &hi, &main_stack);
+	bool bounded = main_stack || (l->prev_none && l->prev_hi == lo);
 
 	if (kind < 0)
 		return 0;
 	if (kind > 0 && main_stack)
 		lo = main_stack_floor(lo, hi, l->prev_hi);
 	l->prev_hi = hi;
+	l->prev_none = no_access(line);
 	if (kind == 0 || l->len == STACKMAP_MAX ||
 	    (l->len > 0 && lo < l->b[l->len - 1].hi))
 		return 0;
@@ -160,6 +181,7 @@ static int take_line(struct blist *l, const char *line)
 	}
 	l->b[l->len].lo = lo;
 	l->b[l->len].hi = hi;
+	l->b[l->len].bounded = bounded;
 	l->len++;
 	return 0;
 }
@@ -225,7 +247,12 @@ int stackmap_refresh(void)
 	return rc;
 }
 
-int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
+/*
+ * The table's mapping holding addr: its bounds and whether it is bounded.
+ * 0, or -1 when none holds it or the table is being rebuilt.
+ */
+static int lookup(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out,
+		  bool *bounded)
 {
 	uint32_t seq;
 	size_t n, a = 0, b;
@@ -242,8 +269,8 @@ int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
 	while (a < b) {
 		size_t m = a + (b - a) / 2;
 
-		if (atomic_load_explicit(&table[m].lo, memory_order_relaxed) <=
-		    addr)
+		if ((atomic_load_explicit(&table[m].lo, memory_order_relaxed) &
+		     ~1ull) <= addr)
 			a = m + 1;
 		else
 			b = m;
@@ -257,6 +284,8 @@ int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&table_seq, memory_order_relaxed) != seq)
 		return -1;
+	*bounded = lo & 1;
+	lo &= ~1ull;
 	if (a == 0 || addr < lo || addr >= hi)
 		return -1;
 	*lo_out = lo;
@@ -264,10 +293,18 @@ int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
 	return 0;
 }
 
+int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
+{
+	bool bounded;
+
+	return lookup(addr, lo_out, hi_out, &bounded);
+}
+
 size_t stackmap_room(uintptr_t sp)
 {
 	stack_t ss;
 	uint64_t lo, hi;
+	bool bounded;
 
 	/* Running on a sigaltstack: its own bounds, whatever holds it. */
 	if (sys_call2(SYS_sigaltstack, NULL, &ss) == 0 &&
@@ -275,7 +312,7 @@ size_t stackmap_room(uintptr_t sp)
 		lo = (uintptr_t)ss.ss_sp;
 		return sp > lo ? sp - lo : 0;
 	}
-	if (stackmap_bounds(sp, &lo, &hi) < 0)
+	if (lookup(sp, &lo, &hi, &bounded) < 0 || !bounded)
 		return STACKMAP_UNKNOWN;
 	return sp - lo;
 }

@@ -33,11 +33,15 @@ int stackmap_refresh(void);
 /*
  * Bytes between sp and the lowest address the stack holding sp can use:
  * the sigaltstack the thread is running on if any, else the table's
- * mapping holding sp. STACKMAP_UNKNOWN when sp is in no mapping of the
- * table (mapped since the last refresh, or left out) or when the table is
- * being rebuilt. Async-signal-safe: one raw system call (sigaltstack) and
- * atomic reads of the table; no lock, so a late handler racing a refresh
- * gets STACKMAP_UNKNOWN rather than a torn answer.
+ * mapping holding sp when that mapping's start is a stack's end (the main
+ * thread's [stack], or a mapping right above a PROT_NONE guard: thread
+ * stacks, guarded coroutine stacks). STACKMAP_UNKNOWN when sp is in any
+ * other mapping (the heap, a malloc'd block of fiber stacks: a stack of
+ * any size anywhere in it), in no mapping of the table (mapped since the
+ * last refresh, or left out) or when the table is being rebuilt.
+ * Async-signal-safe: one raw system call (sigaltstack) and atomic reads of the
+ * table; no lock, so a late handler racing a refresh gets STACKMAP_UNKNOWN
+ * rather than a torn answer.
  */
 size_t stackmap_room(uintptr_t sp);
 

@@ -13,6 +13,10 @@
 #ifndef SW_SYS_H
 #define SW_SYS_H
 
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+
 static inline long sys_call6(long n, long a, long b, long c, long d, long e,
 			     long f)
 {
@@ -39,5 +43,34 @@ static inline long sys_call6(long n, long a, long b, long c, long d, long e,
 #define sys_call5(n, a, b, c, d, e)                                    \
 	sys_call6((n), SYS_ARG(a), SYS_ARG(b), SYS_ARG(c), SYS_ARG(d), \
 		  SYS_ARG(e), 0)
+
+/*
+ * libc's clock_gettime (the vDSO) and __errno_location, called through
+ * pointers resolved by sys_init() before any signal is sent, never through
+ * a PLT slot (sys.c).
+ */
+extern int (*sys_clock_gettime)(clockid_t, struct timespec *);
+extern int *(*sys_errno_location)(void);
+
+/* Resolves both. Once, before any signal; not async-signal-safe. */
+void sys_init(void);
+
+/* CLOCK_MONOTONIC in nanoseconds. Async-signal-safe. */
+static inline uint64_t sys_now_ns(void)
+{
+	struct timespec ts;
+
+	if (!sys_clock_gettime || sys_clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		sys_call2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's errno. Async-signal-safe once sys_init() ran. */
+static inline int *sys_errno(void)
+{
+	static int none;
+
+	return sys_errno_location ? sys_errno_location() : &none;
+}
 
 #endif /* SW_SYS_H */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "stackwatch.h"
+#include "loader_guard.h"
 #include "stackmap.h"
 #include "unwind.h"
 
@@ -121,7 +122,7 @@ static int readable(struct unwind_ctx *ctx, uint64_t addr, uint64_t len)
 	f.addr = addr;
 	f.len = len;
 	f.ctx = ctx;
-	return dl_iterate_phdr(find_module, &f) > 0;
+	return loader_modules(find_module, &f) > 0;
 }
 
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
@@ -193,7 +194,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip,
 	f.want_exec = 1;
 	f.ctx = ctx;
 	ctx->noinfo = 1; /* until found */
-	if (dl_iterate_phdr(find_module, &f) <= 0 || !f.hdr)
+	if (loader_modules(find_module, &f) <= 0 || !f.hdr)
 		return -UNW_ENOINFO;
 	/* version 1; eh_frame_ptr, fde_count and table encodings */
 	h = (const uint8_t *)(uintptr_t)f.hdr;
