@@ -178,6 +178,15 @@ $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
 	    -o $@ $<
 
+# A program that links the shared library (and dlopens a copy of it):
+# the agent preloaded makes three collectors in one process.
+$(BUILD)/fixtures/two_collectors: tests/fixtures/two_collectors.c \
+		$(BUILD)/libstackwatch.so
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O0 -g -pthread $(WARN) $(if $(WERROR),-Werror) \
+	    $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -Iinclude -o $@ $< \
+	    -L$(BUILD) -lstackwatch -Wl,-rpath,$(abspath $(BUILD)) -ldl
+
 $(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a \
 		tests/unit/tap.h
 	@mkdir -p $(@D)

@@ -34,6 +34,7 @@ extern "C" {
 #define SW_EFORMAT (-20005)    /* malformed input */
 #define SW_ETOOBIG (-20006)    /* a size cap was reached */
 #define SW_EINHANDLER (-20007) /* called from inside a signal handler */
+#define SW_EVERSION (-20008)   /* another version's collector is loaded */
 
 /* Default per-dump timeout, in milliseconds. */
 #define SW_DEFAULT_TIMEOUT_MS 1000

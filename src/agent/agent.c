@@ -212,7 +212,7 @@ static int send_hello(int fd, struct wire_out *o)
 
 	memset(&h, 0, sizeof(h));
 	h.pid = getpid();
-	h.signo = told_signo = handler_signal();
+	h.signo = told_signo = collect_signal();
 	/*
 	 * The kernel's name of the main thread, as ps shows it: a program
 	 * that rewrites its argv for its title (PostgreSQL, nginx) leaves
@@ -248,8 +248,8 @@ static int answer_dump(int fd, struct wire_out *o, uint32_t seq,
 	self_n = handler_unwind_self(self_ips, SW_MAX_FRAMES, 0);
 	status = collect_self(&co, self_ips, self_n, &d);
 	/* The program claimed our signal since we last said (signo.c). */
-	if (handler_signal() != told_signo) {
-		told_signo = handler_signal();
+	if (collect_signal() != told_signo) {
+		told_signo = collect_signal();
 		rc = wire_encode_signal(o, seq, told_signo);
 		if (rc == 0)
 			rc = write_all(fd, o->data, o->len);
@@ -341,7 +341,7 @@ static int start_thread(void)
 	atomic_store(&stop_word, 0);
 	atomic_store(&thread_tid, 0);
 	sigfillset(&all);
-	sigdelset(&all, handler_signal());
+	sigdelset(&all, collect_signal());
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -445,7 +445,7 @@ __attribute__((constructor)) static void agent_init(void)
 		say("cannot use the agent socket path", rc);
 		return;
 	}
-	rc = handler_install();
+	rc = collect_install();
 	if (rc < 0) {
 		say("cannot install the dump signal handler", rc);
 		return;

@@ -112,5 +112,5 @@ __attribute__((noinline)) int sw_dump_self(const struct sw_dump_opts *opts,
 
 int sw_signal(void)
 {
-	return handler_signal();
+	return collect_signal();
 }

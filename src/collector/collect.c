@@ -11,6 +11,7 @@
  * long as the process, so nothing is ever freed under a running handler.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -116,6 +117,15 @@ static void register_atfork(void)
 	exec_guard_init();
 	waits_init();
 	pthread_atfork(NULL, NULL, atfork_child);
+}
+
+/* Installs this copy's collector: the handler and what goes with it. */
+static int install_here(void)
+{
+	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&atfork_once, register_atfork);
+	return handler_install();
 }
 
 static uint64_t fresh_gen(void)
@@ -749,20 +759,18 @@ static void learn_rules(struct run *r)
 	framecache_learn_done();
 }
 
-int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
-		 size_t self_n, struct sw_dump **out)
+static int collect_here(const struct collect_opts *opts,
+			const uint64_t *self_ips, size_t self_n,
+			struct sw_dump **out)
 {
 	struct run r;
 	pid_t tracer = 0;
 	uint64_t start_ns;
 	int rc, signo;
 
-	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
 	if (handler_on_stack())
 		return SW_EINHANDLER;
-	pthread_once(&atfork_once, register_atfork);
-	signo = handler_install();
+	signo = install_here();
 	if (signo < 0)
 		return signo;
 	memset(&r, 0, sizeof(r));
@@ -817,8 +825,8 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 		atomic_store(&handler_want_name, 0);
 	}
 	if (loader_gate_hold(r.deadline_ns) == 0) {
-		framecache_sync(sw_loader_gate.nsnap
-					? sw_loader_gate.snap[0].dlpi_subs
+		framecache_sync(sw_loader_gate2.nsnap
+					? sw_loader_gate2.snap[0].dlpi_subs
 					: 0);
 		signal_all(&r);
 		/*
@@ -858,9 +866,107 @@ out_unlock:
 	return rc;
 }
 
-void collect_get_stats(struct collect_stats *out)
+static void stats_here(struct collect_stats *out)
 {
 	dumplock_take();
 	*out = stats;
 	dumplock_give();
+}
+
+/*
+ * The process's collector: a table each copy exports under a name that
+ * carries the version of the table and of the dump it returns, plus that
+ * version alone under a fixed name, so that a copy of another version is
+ * seen rather than joined.
+ */
+#define COLLECTOR_ABI 2
+#define COLLECTOR_LAYOUT                             \
+	((uint32_t)(sizeof(struct sw_dump) << 20 ^   \
+		    sizeof(struct sw_thread) << 10 ^ \
+		    sizeof(struct sw_module) ^ (uint32_t)SW_MAX_FRAMES << 24))
+
+struct sw_collector {
+	uint32_t size;
+	uint32_t layout;
+	int (*install)(void);
+	int (*signal)(void);
+	int (*collect)(const struct collect_opts *, const uint64_t *, size_t,
+		       struct sw_dump **);
+	void (*stats)(struct collect_stats *);
+};
+
+extern const int sw_collector_abi;
+extern const struct sw_collector sw_collector_abi2;
+
+const int sw_collector_abi = COLLECTOR_ABI;
+const struct sw_collector sw_collector_abi2 = {
+	.size = sizeof(struct sw_collector),
+	.layout = COLLECTOR_LAYOUT,
+	.install = install_here,
+	.signal = handler_signal,
+	.collect = collect_here,
+	.stats = stats_here,
+};
+
+static const struct sw_collector *server; /* &sw_collector_abi2: ours */
+static int server_err;
+
+/*
+ * Finds the collector that serves: the first in the global scope (a
+ * static copy not exported does not see itself there, and so finds the
+ * agent's).
+ */
+static void find_server(void)
+{
+	const struct sw_collector *c = dlsym(RTLD_DEFAULT, "sw_collector_abi2");
+	const int *abi = dlsym(RTLD_DEFAULT, "sw_collector_abi");
+
+	server = &sw_collector_abi2;
+	if (c && c != &sw_collector_abi2 && c->size == sizeof(*c) &&
+	    c->layout == COLLECTOR_LAYOUT) {
+		server = c;
+		return;
+	}
+	if ((abi && *abi != COLLECTOR_ABI) || (c && c != &sw_collector_abi2))
+		server_err = SW_EVERSION;
+}
+
+static const struct sw_collector *serving(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, find_server);
+	return server_err ? NULL : server;
+}
+
+int collect_install(void)
+{
+	const struct sw_collector *c = serving();
+
+	return c ? c->install() : server_err;
+}
+
+int collect_signal(void)
+{
+	const struct sw_collector *c = serving();
+
+	return c ? c->signal() : 0;
+}
+
+int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
+		 size_t self_n, struct sw_dump **out)
+{
+	const struct sw_collector *c = serving();
+
+	return c ? c->collect(opts, self_ips, self_n, out) : server_err;
+}
+
+void collect_get_stats(struct collect_stats *out)
+{
+	const struct sw_collector *c = serving();
+
+	if (c)
+		c->stats(out);
+	else
+		memset(out, 0, sizeof(*out));
 }

@@ -27,6 +27,19 @@ struct collect_stats {
 };
 
 /*
+ * One process, one collector, however many copies of our code it loaded
+ * (the agent, the library linked or dlopen'ed, a program linking it
+ * statically): the copy first in the global symbol scope serves, the
+ * others hand it every call below. collect_install() installs the
+ * collector that serves (ours or that one) and returns its signal, or a
+ * negative error: SW_EVERSION when a copy of another version is loaded.
+ * collect_signal() is its signal (0 before it installed, or once it had
+ * to give up every free one). Not async-signal-safe.
+ */
+int collect_install(void);
+int collect_signal(void);
+
+/*
  * Collects every thread of the calling process. The calling thread is not
  * signalled: its stack is self_ips (self_n entries, return addresses,
  * captured by the caller). Never waits past now + timeout_ms for the

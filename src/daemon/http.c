@@ -23,6 +23,7 @@
 
 #include "model/buf.h"
 #include "cond.h"
+#include "collector/collect.h"
 #include "collector/signal/handler.h"
 #include "http.h"
 #include "log.h"
@@ -472,7 +473,7 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
 		free(live);
 		cJSON_AddNumberToObject(o, "uid", t->uid);
 		cJSON_AddNumberToObject(o, "signal",
-					t->self ? handler_signal()
+					t->self ? collect_signal()
 						: atomic_load(&t->signo));
 		if (threads < 0)
 			threads = (int)atomic_load(&t->last_threads);

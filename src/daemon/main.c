@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collector/collect.h"
 #include "collector/signal/handler.h"
 #include "http.h"
 #include "log.h"
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
 	notify_init();
 	block_signals(&set);
 	/* Our own threads are a target too: install the collector first. */
-	rc = handler_install();
+	rc = collect_install();
 	if (rc < 0) {
 		fprintf(stderr,
 			"stackwatchd: cannot install the dump signal "

@@ -475,7 +475,7 @@ static int add_self(struct registry *r)
 	if (!t)
 		return -ENOMEM;
 	t->self = true;
-	t->signo = handler_signal();
+	t->signo = collect_signal();
 	snprintf(t->comm, sizeof(t->comm), "%s", program_invocation_short_name);
 	if (procfs_read_cmdline(0, &cmdline) < 0)
 		cmdline = strdup("stackwatchd");

@@ -28,6 +28,9 @@ const char *sw_strerror(int err)
 		return "input too large";
 	case SW_EINHANDLER:
 		return "called from inside a signal handler";
+	case SW_EVERSION:
+		return "another version of stackwatch's collector is loaded in "
+		       "this process (the agent and the library must match)";
 	default:
 		break;
 	}

@@ -39,7 +39,21 @@
 #include "unwind.h"
 
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+static pthread_once_t unwind_once = PTHREAD_ONCE_INIT;
 static int install_result;
+
+/* libunwind and what it calls into, once, outside signal context. */
+static void load_unwind(void)
+{
+	const char *env = getenv("STACKWATCH_UNWIND");
+
+	sys_init();
+	loader_guard_init();
+	sigmask_init();
+	if (env && strcmp(env, "libunwind") == 0)
+		framecache_off = 1; /* every stack by libunwind, no rules */
+	unwind_load();
+}
 
 /*
  * Unwinds from the interrupted context uc into s. Async-signal-safe. The
@@ -441,9 +455,12 @@ size_t handler_unwind_self(uint64_t *ips, size_t max, unsigned skip)
 	void *lo;
 	size_t size;
 
-	/* The caller may come before the first dump installed anything. */
+	/*
+	 * The caller may come before the first dump installed anything, or
+	 * be a copy of ours that another serves (collect.c): libunwind only.
+	 */
 	if (!unwind.step) {
-		handler_install();
+		pthread_once(&unwind_once, load_unwind);
 		if (!unwind.step)
 			return 0;
 	}
@@ -508,16 +525,10 @@ static void prime_unwinder(int signo)
 static void install(void)
 {
 	struct sigaction sa;
-	const char *env;
 	int signo;
 
-	sys_init();
-	loader_guard_init();
-	sigmask_init();
-	env = getenv("STACKWATCH_UNWIND");
-	if (env && strcmp(env, "libunwind") == 0)
-		framecache_off = 1; /* every stack by libunwind, no rules */
-	if (unwind_load() < 0) {
+	pthread_once(&unwind_once, load_unwind);
+	if (!unwind.step) {
 		install_result = SW_ENOTINIT;
 		return;
 	}

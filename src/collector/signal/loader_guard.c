@@ -32,7 +32,7 @@ __thread volatile int sw_loader_depth
 	__attribute__((tls_model("initial-exec")));
 __thread volatile int sw_loader_snap_ok
 	__attribute__((tls_model("initial-exec")));
-struct sw_loader_gate sw_loader_gate;
+struct sw_loader_gate2 sw_loader_gate2;
 
 /*
  * The gate word. HOLD: a dump is taking or using the snapshot, no dlclose
@@ -46,8 +46,12 @@ struct sw_loader_gate sw_loader_gate;
 #define GATE_UNW_MASK (0x7fffu << 15)
 #define GATE_CLOSE_MASK 0x7fffu
 
-/* How deep this thread is in dlclose: only the outermost call counts. */
-static __thread int close_depth __attribute__((tls_model("initial-exec")));
+/*
+ * How deep this thread is in dlclose: only the outermost call counts,
+ * whichever copy of ours it went through first (exported and shared like
+ * the gate: every copy's dlclose calls the next one's).
+ */
+__thread int sw_loader_close_depth __attribute__((tls_model("initial-exec")));
 
 typedef void *(*dlopen_fn)(const char *, int);
 typedef void *(*dlmopen_fn)(Lmid_t, const char *, int);
@@ -95,12 +99,12 @@ NOT_TSAN void loader_guard_init(void)
 NOT_TSAN static int gate_wait(uint32_t v, uint64_t deadline_ns)
 {
 	if (!(v & GATE_WAITERS)) {
-		if (!atomic_compare_exchange_strong(&sw_loader_gate.word, &v,
+		if (!atomic_compare_exchange_strong(&sw_loader_gate2.word, &v,
 						    v | GATE_WAITERS))
 			return 0;
 		v |= GATE_WAITERS;
 	}
-	return futex_wait_until(&sw_loader_gate.word, v, deadline_ns) ==
+	return futex_wait_until(&sw_loader_gate2.word, v, deadline_ns) ==
 			       -ETIMEDOUT
 		       ? -ETIMEDOUT
 		       : 0;
@@ -111,8 +115,8 @@ NOT_TSAN static void gate_wake(uint32_t v)
 {
 	if (!(v & GATE_WAITERS))
 		return;
-	atomic_fetch_and(&sw_loader_gate.word, ~GATE_WAITERS);
-	futex_wake_all(&sw_loader_gate.word);
+	atomic_fetch_and(&sw_loader_gate2.word, ~GATE_WAITERS);
+	futex_wake_all(&sw_loader_gate2.word);
 }
 
 #define TICKET_MS(w) ((w) >> 24)
@@ -127,7 +131,7 @@ NOT_TSAN static void gate_wake(uint32_t v)
  */
 NOT_TSAN static unsigned gate_reap(uint64_t now_ns)
 {
-	struct sw_loader_gate *g = &sw_loader_gate;
+	struct sw_loader_gate2 *g = &sw_loader_gate2;
 	uint64_t now_ms = now_ns / 1000000ull;
 	unsigned n = 0;
 
@@ -159,25 +163,25 @@ NOT_TSAN static void close_enter(void)
 {
 	uint64_t start = sys_now_ns();
 
-	if (close_depth++ > 0)
+	if (sw_loader_close_depth++ > 0)
 		return;
 	for (;;) {
-		uint32_t v = atomic_load(&sw_loader_gate.word);
+		uint32_t v = atomic_load(&sw_loader_gate2.word);
 		uint64_t now, until = start + LOADER_GATE_STALE_MS * 1000000ull;
 
 		if (!(v & (GATE_HOLD | GATE_UNW_MASK))) {
-			if (atomic_compare_exchange_weak(&sw_loader_gate.word,
+			if (atomic_compare_exchange_weak(&sw_loader_gate2.word,
 							 &v, v + 1))
 				return;
 			continue;
 		}
 		now = sys_now_ns();
-		if ((v & GATE_HOLD) && sw_loader_gate.hold_until_ns > until)
-			until = sw_loader_gate.hold_until_ns;
+		if ((v & GATE_HOLD) && sw_loader_gate2.hold_until_ns > until)
+			until = sw_loader_gate2.hold_until_ns;
 		if (now >= until) {
 			gate_reap(now);
 			/* Bounded: in it goes. */
-			atomic_fetch_add(&sw_loader_gate.word, 1);
+			atomic_fetch_add(&sw_loader_gate2.word, 1);
 			return;
 		}
 		if ((v & GATE_UNW_MASK) && gate_reap(now))
@@ -190,9 +194,9 @@ NOT_TSAN static void close_enter(void)
 
 NOT_TSAN static void close_leave(void)
 {
-	if (--close_depth > 0)
+	if (--sw_loader_close_depth > 0)
 		return;
-	gate_wake(atomic_fetch_sub(&sw_loader_gate.word, 1) - 1);
+	gate_wake(atomic_fetch_sub(&sw_loader_gate2.word, 1) - 1);
 }
 
 /*
@@ -206,11 +210,11 @@ NOT_TSAN static int iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t,
 					       void *),
 				     void *data)
 {
-	size_t first = last_hit, n = sw_loader_gate.nsnap;
+	size_t first = last_hit, n = sw_loader_gate2.nsnap;
 	int rc;
 
 	if (first < n) {
-		rc = cb(&sw_loader_gate.snap[first],
+		rc = cb(&sw_loader_gate2.snap[first],
 			sizeof(struct dl_phdr_info), data);
 		if (rc)
 			return rc;
@@ -218,7 +222,7 @@ NOT_TSAN static int iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t,
 	for (size_t i = 0; i < n; i++) {
 		if (i == first)
 			continue;
-		rc = cb(&sw_loader_gate.snap[i], sizeof(struct dl_phdr_info),
+		rc = cb(&sw_loader_gate2.snap[i], sizeof(struct dl_phdr_info),
 			data);
 		if (rc) {
 			last_hit = i;
@@ -232,7 +236,7 @@ NOT_TSAN static int iterate_snapshot(int (*cb)(struct dl_phdr_info *, size_t,
  * Makes room for one more module and n more program headers. Returns false
  * when out of memory.
  */
-NOT_TSAN static bool snap_reserve(struct sw_loader_gate *g, size_t n)
+NOT_TSAN static bool snap_reserve(struct sw_loader_gate2 *g, size_t n)
 {
 	if (g->nsnap == g->cap) {
 		size_t cap = g->cap ? 2 * g->cap : 64;
@@ -267,7 +271,7 @@ NOT_TSAN static bool snap_reserve(struct sw_loader_gate *g, size_t n)
 NOT_TSAN static int copy_module(struct dl_phdr_info *info, size_t size,
 				void *arg)
 {
-	struct sw_loader_gate *g = &sw_loader_gate;
+	struct sw_loader_gate2 *g = &sw_loader_gate2;
 	size_t n = info->dlpi_phnum;
 
 	(void)size;
@@ -288,10 +292,10 @@ NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
 {
 	iterate_fn f;
 
-	sw_loader_gate.hold_until_ns = deadline_ns;
-	atomic_fetch_or(&sw_loader_gate.word, GATE_HOLD);
+	sw_loader_gate2.hold_until_ns = deadline_ns;
+	atomic_fetch_or(&sw_loader_gate2.word, GATE_HOLD);
 	for (;;) {
-		uint32_t v = atomic_load(&sw_loader_gate.word);
+		uint32_t v = atomic_load(&sw_loader_gate2.word);
 		uint64_t now;
 
 		if (!(v & (GATE_UNW_MASK | GATE_CLOSE_MASK)))
@@ -312,27 +316,27 @@ NOT_TSAN int loader_gate_hold(uint64_t deadline_ns)
 	/* Nobody reads the snapshot now and no module can go away. */
 	loader_guard_init();
 	f = atomic_load_explicit(&real_iterate, memory_order_acquire);
-	sw_loader_gate.nsnap = 0;
-	sw_loader_gate.nphdr = 0;
+	sw_loader_gate2.nsnap = 0;
+	sw_loader_gate2.nphdr = 0;
 	if (f)
 		f(copy_module, NULL);
-	for (size_t i = 0; i < sw_loader_gate.nsnap; i++) {
-		struct dl_phdr_info *m = &sw_loader_gate.snap[i];
+	for (size_t i = 0; i < sw_loader_gate2.nsnap; i++) {
+		struct dl_phdr_info *m = &sw_loader_gate2.snap[i];
 
-		m->dlpi_phdr = &sw_loader_gate.phdrs[(uintptr_t)m->dlpi_phdr];
+		m->dlpi_phdr = &sw_loader_gate2.phdrs[(uintptr_t)m->dlpi_phdr];
 	}
 	return 0;
 }
 
 NOT_TSAN void loader_gate_release(void)
 {
-	gate_wake(atomic_fetch_and(&sw_loader_gate.word, ~GATE_HOLD) &
+	gate_wake(atomic_fetch_and(&sw_loader_gate2.word, ~GATE_HOLD) &
 		  ~GATE_HOLD);
 }
 
 NOT_TSAN int loader_gate_enter(uint64_t *word_out)
 {
-	struct sw_loader_gate *g = &sw_loader_gate;
+	struct sw_loader_gate2 *g = &sw_loader_gate2;
 	uint32_t seq = atomic_fetch_add(&g->next_seq, 1);
 	uint64_t w =
 		(sys_now_ns() / 1000000ull) << 24 | (seq & 0xffffff) | 1u << 23;
@@ -359,10 +363,10 @@ NOT_TSAN void loader_gate_leave(int ticket, uint64_t word)
 	sw_loader_snap_ok = 0;
 	if (ticket < 0 || ticket >= LOADER_GATE_TICKETS)
 		return;
-	if (!atomic_compare_exchange_strong(&sw_loader_gate.tickets[ticket],
+	if (!atomic_compare_exchange_strong(&sw_loader_gate2.tickets[ticket],
 					    &word, 0))
 		return; /* taken back as stale: counted off already */
-	gate_wake(atomic_fetch_sub(&sw_loader_gate.word, GATE_UNW_ONE) -
+	gate_wake(atomic_fetch_sub(&sw_loader_gate2.word, GATE_UNW_ONE) -
 		  GATE_UNW_ONE);
 }
 
@@ -370,8 +374,9 @@ NOT_TSAN void loader_gate_atfork_child(void)
 {
 	/* Only this thread is left: what it holds is all that counts. */
 	for (unsigned i = 0; i < LOADER_GATE_TICKETS; i++)
-		atomic_store(&sw_loader_gate.tickets[i], 0);
-	atomic_store(&sw_loader_gate.word, close_depth > 0 ? 1u : 0u);
+		atomic_store(&sw_loader_gate2.tickets[i], 0);
+	atomic_store(&sw_loader_gate2.word,
+		     sw_loader_close_depth > 0 ? 1u : 0u);
 }
 
 NOT_TSAN void *dlopen(const char *file, int mode)

@@ -30,7 +30,9 @@
  * The counter, the gate and the snapshot are exported symbols, so when
  * both the agent and the library (or a program linking it statically) are
  * loaded, every copy of the interposers and of the handler binds to the
- * first definition and they all share one of each.
+ * first definition and they all share one of each. The gate's name
+ * carries its layout's version: copies that disagree on it share nothing
+ * (and only one of them dumps, collect.c).
  */
 #ifndef SW_LOADER_GUARD_H
 #define SW_LOADER_GUARD_H
@@ -41,6 +43,10 @@
 #include <stdint.h>
 
 extern __thread volatile int sw_loader_depth
+	__attribute__((tls_model("initial-exec")));
+
+/* How deep this thread is inside dlclose, through any copy of ours. */
+extern __thread int sw_loader_close_depth
 	__attribute__((tls_model("initial-exec")));
 
 /* Nonzero while this thread's handler may unwind with the snapshot. */
@@ -58,7 +64,7 @@ extern __thread volatile int sw_loader_snap_ok
 #define LOADER_GATE_TICKETS 256
 #define LOADER_GATE_STALE_MS 1000ull
 
-struct sw_loader_gate {
+struct sw_loader_gate2 {
 	_Atomic uint32_t word;
 	_Atomic uint32_t next_seq;
 	uint64_t hold_until_ns; /* the deadline of the dump holding it */
@@ -69,7 +75,7 @@ struct sw_loader_gate {
 	ElfW(Phdr) * phdrs;
 	size_t nphdr, phdr_cap;
 };
-extern struct sw_loader_gate sw_loader_gate;
+extern struct sw_loader_gate2 sw_loader_gate2;
 
 /* Resolves the real functions. Idempotent; call before any signal. */
 void loader_guard_init(void);
