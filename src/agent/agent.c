@@ -41,6 +41,7 @@
 #include "collector/collect.h"
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
+#include "collector/signal/sigctx.h"
 #include "model/clock.h"
 #include "model/paths.h"
 #include "model/procfs.h"
@@ -365,7 +366,7 @@ static int start_thread(void)
  * takes it out of the thread group, and a call that wants a process of
  * one thread would still see two.
  */
-static void wait_gone(pid_t tid)
+SW_INTERPOSER static void wait_gone(pid_t tid)
 {
 	uint64_t until = clock_now_ns() + GONE_WAIT_MS * 1000000ull;
 	char path[48];
@@ -377,7 +378,7 @@ static void wait_gone(pid_t tid)
 		sched_yield();
 }
 
-void agent_pause(void)
+SW_INTERPOSER void agent_pause(void)
 {
 	pid_t tid;
 
@@ -402,7 +403,7 @@ void agent_pause(void)
 	pthread_mutex_unlock(&pause_lock);
 }
 
-void agent_resume(void)
+SW_INTERPOSER void agent_resume(void)
 {
 	if (!agent_pid || getpid() != agent_pid)
 		return;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "collector/signal/sigctx.h"
 
 /* The next definition of name, that is libc's. NULL when missing. */
 static void *next_fn(void *volatile *slot, const char *name)

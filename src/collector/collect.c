@@ -220,6 +220,61 @@ static void read_task(struct run *r, struct sw_thread *t)
 		fill_task(r, t, &pt);
 }
 
+/*
+ * The code of our interposers, in every copy of ours in the process (each
+ * registers its sw_interpose section with the collector that serves):
+ * frames there are ours, not the program's, and are dropped.
+ */
+#define FRAME_RANGES 16
+static _Atomic uint64_t frames_lo[FRAME_RANGES], frames_hi[FRAME_RANGES];
+static _Atomic unsigned nframe_ranges;
+
+static void frames_here(uint64_t lo, uint64_t hi)
+{
+	unsigned n;
+
+	if (lo >= hi)
+		return;
+	n = atomic_fetch_add(&nframe_ranges, 1);
+	if (n >= FRAME_RANGES)
+		return;
+	atomic_store(&frames_lo[n], lo);
+	atomic_store(&frames_hi[n], hi);
+}
+
+static bool ours(uint64_t ip)
+{
+	unsigned n = atomic_load(&nframe_ranges);
+
+	if (n > FRAME_RANGES)
+		n = FRAME_RANGES;
+	for (unsigned i = 0; i < n; i++)
+		if (ip >= atomic_load(&frames_lo[i]) &&
+		    ip < atomic_load(&frames_hi[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Drops our interposers' frames from ips[0..n); returns how many are left.
+ * The first one left is no longer the interrupted pc when that was ours.
+ * A stack that is ours alone is kept as it is.
+ */
+static uint32_t drop_ours(uint64_t *ips, uint32_t n, uint32_t *flags)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (ours(ips[i])) {
+			if (i == 0)
+				*flags &= ~SW_TF_FIRST_EXACT;
+			continue;
+		}
+		ips[k++] = ips[i];
+	}
+	return k ? k : n;
+}
+
 /* Copies a published slot into its thread and frees the slot. */
 static void harvest_slot(struct run *r, int s)
 {
@@ -714,6 +769,15 @@ static void finish_dump(struct run *r, uint64_t start_ns)
 	uint64_t lo = UINT64_MAX, hi = 0;
 	char *name;
 
+	/* After learning: rules are learnt for our frames too. */
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+
+		if (t->status == SW_ST_OK && !r->settled[i])
+			t->nips =
+				drop_ours(t->ips, (uint32_t)t->nips, &t->flags);
+	}
+
 	for (size_t i = 0; i < d->nthreads; i++) {
 		const struct sw_thread *t = &d->threads[i];
 
@@ -893,6 +957,7 @@ struct sw_collector {
 	int (*collect)(const struct collect_opts *, const uint64_t *, size_t,
 		       struct sw_dump **);
 	void (*stats)(struct collect_stats *);
+	void (*frames)(uint64_t lo, uint64_t hi); /* a copy's interposers */
 };
 
 extern const int sw_collector_abi;
@@ -906,6 +971,7 @@ const struct sw_collector sw_collector_abi2 = {
 	.signal = handler_signal,
 	.collect = collect_here,
 	.stats = stats_here,
+	.frames = frames_here,
 };
 
 static const struct sw_collector *server; /* &sw_collector_abi2: ours */
@@ -923,10 +989,14 @@ static void find_server(void)
 
 	server = &sw_collector_abi2;
 	if (c && c != &sw_collector_abi2 && c->size == sizeof(*c) &&
-	    c->layout == COLLECTOR_LAYOUT) {
+	    c->layout == COLLECTOR_LAYOUT)
 		server = c;
+	/* Our interposers' frames are ours to drop, whoever serves. */
+	if (__start_sw_interpose)
+		server->frames((uintptr_t)__start_sw_interpose,
+			       (uintptr_t)__stop_sw_interpose);
+	if (server != &sw_collector_abi2)
 		return;
-	}
 	if ((abi && *abi != COLLECTOR_ABI) || (c && c != &sw_collector_abi2))
 		server_err = SW_EVERSION;
 }
@@ -937,6 +1007,15 @@ static const struct sw_collector *serving(void)
 
 	pthread_once(&once, find_server);
 	return server_err ? NULL : server;
+}
+
+/*
+ * At load: a copy that never dumps still has its interposers in the
+ * program's calls, and says so to the one that serves.
+ */
+__attribute__((constructor)) static void collect_ctor(void)
+{
+	serving();
 }
 
 int collect_install(void)

@@ -84,7 +84,7 @@ __attribute__((constructor)) static void exec_guard_ctor(void)
  * dumps held off none can come after. Raw system calls: the mask and wait
  * functions of libc are ours (sigmask.c) and leave our signal out.
  */
-static void drain_ours(void)
+SW_INTERPOSER static void drain_ours(void)
 {
 	struct timespec zero = { 0, 0 };
 	int signo = handler_signo;
@@ -105,7 +105,7 @@ static void drain_ours(void)
  * Holds dumps off around an exec of this process. False (nothing held) in
  * a vfork() child, or when a dump did not end in time.
  */
-static bool hold(void)
+SW_INTERPOSER static bool hold(void)
 {
 	if (!owner_pid || getpid() != owner_pid || !dumplock_take_bounded())
 		return false;
@@ -113,7 +113,7 @@ static bool hold(void)
 	return true;
 }
 
-static void release(bool held)
+SW_INTERPOSER static void release(bool held)
 {
 	int err = errno;
 
@@ -136,23 +136,25 @@ static void release(bool held)
 		return rc_;             \
 	} while (0)
 
-int execve(const char *path, char *const argv[], char *const envp[])
+SW_INTERPOSER int execve(const char *path, char *const argv[],
+			 char *const envp[])
 {
 	GUARDED(real_execve, real_execve(path, argv, envp));
 }
 
-int execveat(int dirfd, const char *path, char *const argv[],
-	     char *const envp[], int flags)
+SW_INTERPOSER int execveat(int dirfd, const char *path, char *const argv[],
+			   char *const envp[], int flags)
 {
 	GUARDED(real_execveat, real_execveat(dirfd, path, argv, envp, flags));
 }
 
-int execvpe(const char *file, char *const argv[], char *const envp[])
+SW_INTERPOSER int execvpe(const char *file, char *const argv[],
+			  char *const envp[])
 {
 	GUARDED(real_execvpe, real_execvpe(file, argv, envp));
 }
 
-int fexecve(int fd, char *const argv[], char *const envp[])
+SW_INTERPOSER int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	GUARDED(real_fexecve, real_fexecve(fd, argv, envp));
 }
@@ -163,7 +165,7 @@ int fexecve(int fd, char *const argv[], char *const envp[])
  * stack slots the calling convention gives them, as glibc's own syscall()
  * does).
  */
-long syscall(long number, ...)
+SW_INTERPOSER long syscall(long number, ...)
 {
 	long a[6];
 	va_list ap;
@@ -186,12 +188,12 @@ long syscall(long number, ...)
 	return rc;
 }
 
-int execv(const char *path, char *const argv[])
+SW_INTERPOSER int execv(const char *path, char *const argv[])
 {
 	return execve(path, argv, environ);
 }
 
-int execvp(const char *file, char *const argv[])
+SW_INTERPOSER int execvp(const char *file, char *const argv[])
 {
 	return execvpe(file, argv, environ);
 }
@@ -219,7 +221,7 @@ int execvp(const char *file, char *const argv[])
 			(argv)[i_] = va_arg((ap), char *);                  \
 	} while (0)
 
-int execl(const char *path, const char *arg, ...)
+SW_INTERPOSER int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **argv;
@@ -231,7 +233,7 @@ int execl(const char *path, const char *arg, ...)
 	return execve(path, argv, environ);
 }
 
-int execlp(const char *file, const char *arg, ...)
+SW_INTERPOSER int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	char **argv;
@@ -243,7 +245,7 @@ int execlp(const char *file, const char *arg, ...)
 	return execvpe(file, argv, environ);
 }
 
-int execle(const char *path, const char *arg, ...)
+SW_INTERPOSER int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
 	char **argv, **envp;

@@ -109,7 +109,7 @@ static bool valid(const struct timespec *t)
 	return t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L;
 }
 
-int sigwait(const sigset_t *set, int *sig)
+SW_INTERPOSER int sigwait(const sigset_t *set, int *sig)
 {
 	int (*f)(const sigset_t *, int *);
 	sigset_t copy;
@@ -120,7 +120,7 @@ int sigwait(const sigset_t *set, int *sig)
 	return f(without_ours(set, &copy), sig);
 }
 
-int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
 	int (*f)(const sigset_t *, siginfo_t *);
 	const sigset_t *s;
@@ -141,8 +141,8 @@ int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 	return rc;
 }
 
-int sigtimedwait(const sigset_t *set, siginfo_t *info,
-		 const struct timespec *timeout)
+SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
+			       const struct timespec *timeout)
 {
 	int (*f)(const sigset_t *, siginfo_t *, const struct timespec *);
 	struct timespec left;
@@ -177,7 +177,7 @@ int sigtimedwait(const sigset_t *set, siginfo_t *info,
  * loop (while (!flag) sigsuspend(...)) takes the early return in its
  * stride.
  */
-int sigsuspend(const sigset_t *mask)
+SW_INTERPOSER int sigsuspend(const sigset_t *mask)
 {
 	int (*f)(const sigset_t *);
 	sigset_t copy;
@@ -190,7 +190,7 @@ int sigsuspend(const sigset_t *mask)
 	return f(without_ours(mask, &copy));
 }
 
-int signalfd(int fd, const sigset_t *mask, int flags)
+SW_INTERPOSER int signalfd(int fd, const sigset_t *mask, int flags)
 {
 	int (*f)(int, const sigset_t *, int);
 	sigset_t copy;
@@ -203,8 +203,8 @@ int signalfd(int fd, const sigset_t *mask, int flags)
 	return f(fd, without_ours(mask, &copy), flags);
 }
 
-int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
-	  const sigset_t *mask)
+SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
+			const struct timespec *timeout, const sigset_t *mask)
 {
 	int (*f)(struct pollfd *, nfds_t, const struct timespec *,
 		 const sigset_t *);
@@ -237,8 +237,8 @@ int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	}
 }
 
-int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
-	    const struct timespec *timeout, const sigset_t *mask)
+SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
+			  const struct timespec *timeout, const sigset_t *mask)
 {
 	int (*f)(int, fd_set *, fd_set *, fd_set *, const struct timespec *,
 		 const sigset_t *);
@@ -296,8 +296,8 @@ static int ms_left(uint64_t deadline)
 	return (int)((deadline - now + 999999) / 1000000);
 }
 
-int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents, int timeout,
-		const sigset_t *mask)
+SW_INTERPOSER int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents,
+			      int timeout, const sigset_t *mask)
 {
 	int (*f)(int, struct epoll_event *, int, int, const sigset_t *);
 	const sigset_t *m;
@@ -324,8 +324,9 @@ int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents, int timeout,
 	}
 }
 
-int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
-		 const struct timespec *timeout, const sigset_t *mask)
+SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
+			       const struct timespec *timeout,
+			       const sigset_t *mask)
 {
 	int (*f)(int, struct epoll_event *, int, const struct timespec *,
 		 const sigset_t *);

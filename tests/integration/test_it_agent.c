@@ -47,6 +47,45 @@ static int count(cJSON *doc, const char *name, const char *status)
 	return n;
 }
 
+/*
+ * Frames of the agent's own code in the program's threads (the sw-agent
+ * thread itself aside): our interposers must not show.
+ */
+static int agent_frames(cJSON *doc)
+{
+	cJSON *g, *f, *t;
+	int n = 0;
+
+	cJSON_ArrayForEach(g, cJSON_GetObjectItem(doc, "groups"))
+	{
+		bool agent_thread = false;
+
+		cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+		{
+			cJSON *gr = cJSON_GetObjectItem(t, "group");
+			cJSON *nm = cJSON_GetObjectItem(t, "name");
+
+			if (cJSON_IsNumber(gr) &&
+			    gr->valuedouble ==
+				    cJSON_GetObjectItem(g, "id")->valuedouble &&
+			    cJSON_IsString(nm) &&
+			    strcmp(nm->valuestring, "sw-agent") == 0)
+				agent_thread = true;
+		}
+		if (agent_thread)
+			continue;
+		cJSON_ArrayForEach(f, cJSON_GetObjectItem(g, "frames"))
+		{
+			cJSON *m = cJSON_GetObjectItem(f, "module");
+
+			if (cJSON_IsString(m) &&
+			    strstr(m->valuestring, "libstackwatch-agent"))
+				n++;
+		}
+	}
+	return n;
+}
+
 static void test_sigwait(const struct itest_daemon *d)
 {
 	int out, status, st = 0;
@@ -64,6 +103,9 @@ static void test_sigwait(const struct itest_daemon *d)
 			       cJSON_GetObjectItem(j, "threads_total")
 				       ->valuedouble,
 	       "and so is the thread waiting in sigwait(all signals)");
+	TAP_OK(j && agent_frames(j) == 0,
+	       "no frame of our interposers shows in its stacks (%d)",
+	       j ? agent_frames(j) : -1);
 	cJSON_Delete(j);
 	kill(pid, SIGTERM);
 	TAP_OK(itest_wait_line(out, "got SIGTERM"),

@@ -27,6 +27,7 @@
 #include "sys.h"
 #include "futex.h"
 #include "loader_guard.h"
+#include "sigctx.h"
 
 __thread volatile int sw_loader_depth
 	__attribute__((tls_model("initial-exec")));
@@ -96,7 +97,7 @@ NOT_TSAN void loader_guard_init(void)
  * Sleeps until the gate word moves from v, saying so in WAITERS first.
  * Returns -ETIMEDOUT at deadline_ns, 0 otherwise (look again).
  */
-NOT_TSAN static int gate_wait(uint32_t v, uint64_t deadline_ns)
+SW_INTERPOSER NOT_TSAN static int gate_wait(uint32_t v, uint64_t deadline_ns)
 {
 	if (!(v & GATE_WAITERS)) {
 		if (!atomic_compare_exchange_strong(&sw_loader_gate2.word, &v,
@@ -159,7 +160,7 @@ NOT_TSAN static unsigned gate_reap(uint64_t now_ns)
  * taken back, and past that it goes ahead whatever the word says. A
  * nested dlclose (from a destructor) is already counted.
  */
-NOT_TSAN static void close_enter(void)
+SW_INTERPOSER NOT_TSAN static void close_enter(void)
 {
 	uint64_t start = sys_now_ns();
 
@@ -192,7 +193,7 @@ NOT_TSAN static void close_enter(void)
 	}
 }
 
-NOT_TSAN static void close_leave(void)
+SW_INTERPOSER NOT_TSAN static void close_leave(void)
 {
 	if (--sw_loader_close_depth > 0)
 		return;
@@ -379,7 +380,7 @@ NOT_TSAN void loader_gate_atfork_child(void)
 		     sw_loader_close_depth > 0 ? 1u : 0u);
 }
 
-NOT_TSAN void *dlopen(const char *file, int mode)
+SW_INTERPOSER NOT_TSAN void *dlopen(const char *file, int mode)
 {
 	void *h = NULL;
 	dlopen_fn f;
@@ -393,7 +394,7 @@ NOT_TSAN void *dlopen(const char *file, int mode)
 	return h;
 }
 
-NOT_TSAN void *dlmopen(Lmid_t lmid, const char *file, int mode)
+SW_INTERPOSER NOT_TSAN void *dlmopen(Lmid_t lmid, const char *file, int mode)
 {
 	void *h = NULL;
 	dlmopen_fn f;
@@ -407,7 +408,7 @@ NOT_TSAN void *dlmopen(Lmid_t lmid, const char *file, int mode)
 	return h;
 }
 
-NOT_TSAN int dlclose(void *handle)
+SW_INTERPOSER NOT_TSAN int dlclose(void *handle)
 {
 	int rc = -1;
 	dlclose_fn f;
@@ -434,8 +435,9 @@ NOT_TSAN int loader_modules(int (*cb)(struct dl_phdr_info *, size_t, void *),
 	return f ? f(cb, data) : 0;
 }
 
-NOT_TSAN int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *),
-			     void *data)
+SW_INTERPOSER NOT_TSAN int dl_iterate_phdr(int (*cb)(struct dl_phdr_info *,
+						     size_t, void *),
+					   void *data)
 {
 	int rc = 0;
 	iterate_fn f;

@@ -132,4 +132,17 @@ extern _Atomic uint64_t handler_gen_first, handler_gen_next;
  */
 extern _Atomic int handler_signo;
 
+/*
+ * Our interposers (libc's names: dlopen, sigprocmask, sigwait, execve...)
+ * and what they call while a program's thread is in them go in a section
+ * of their own, so that the dumper drops their frames from the program's
+ * stacks, as a profiler drops its own (collect.c). The linker gives each
+ * object that has the section its bounds.
+ */
+#define SW_INTERPOSER __attribute__((section("sw_interpose"), noinline))
+extern const char __start_sw_interpose[]
+	__attribute__((weak, visibility("hidden")));
+extern const char __stop_sw_interpose[]
+	__attribute__((weak, visibility("hidden")));
+
 #endif /* SW_SIGCTX_H */

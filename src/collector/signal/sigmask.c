@@ -110,7 +110,7 @@ static bool in_handler(uintptr_t caller, sigset_t *old)
 	return true;
 }
 
-int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+SW_INTERPOSER int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
 	mask_fn f;
 	sigset_t copy;
@@ -130,7 +130,7 @@ int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		 old);
 }
 
-int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+SW_INTERPOSER int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	mask_fn f;
 	sigset_t copy;
