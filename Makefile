@@ -401,6 +401,20 @@ man-check:
 	done; echo "man pages: no warnings"
 
 # ---------------------------------------------------------------------------
+# make real [REAL_DUMPS=200]: real servers (redis-server, memcached, nginx,
+# PostgreSQL, node, a JVM, python3, each when installed) under the agent,
+# dumped back to back through the daemon, then asked to do their own work
+# (tests/real/run.sh). As root.
+
+REAL_DUMPS ?= 200
+
+.PHONY: real
+real:
+	@sh scripts/deps.sh check
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(abspath $(BUILD)) bash tests/real/run.sh $(REAL_DUMPS)
+
+# ---------------------------------------------------------------------------
 # make soak [SOAK_SECONDS=600]: the daemon built with ASan + UBSan
 # (build/asan, as make asan builds it) samples 10 targets of 100 threads
 # each at 10 Hz, printing its RSS every 10 s; tests/soak/run.sh says what

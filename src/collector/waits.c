@@ -77,36 +77,54 @@ static const sigset_t *without_ours(const sigset_t *set, sigset_t *copy)
 	return sigmask_filter(SIG_BLOCK, set, copy);
 }
 
-/* Whether a failed call failed because our handler ran meanwhile. */
-static bool ours_interrupted(int rc, uint32_t runs_before)
-{
-	return rc < 0 && errno == EINTR && handler_tls.runs != runs_before;
-}
-
 /*
- * A relative timeout as an absolute CLOCK_MONOTONIC deadline, and back:
- * what is left of it (zero once passed) for the next try.
+ * One call made again as long as our handler is what interrupted it,
+ * with what is left of a relative timeout (NULL: none). Used as
+ *
+ *	retry_begin(&r, timeout);
+ *	do
+ *		rc = f(..., r.timeout, ...);
+ *	while (retry_again(&r, rc));
+ *
+ * A timeout the kernel would refuse is passed on as it is, once.
  */
-static uint64_t deadline_of(const struct timespec *t)
+struct retry {
+	const struct timespec *timeout; /* what to pass this time */
+	struct timespec left;
+	uint64_t deadline; /* CLOCK_MONOTONIC ns */
+	uint32_t runs;	   /* handler_tls.runs before the call */
+	bool once;
+};
+
+static void retry_begin(struct retry *r, const struct timespec *timeout)
 {
-	return clock_now_ns() + (uint64_t)t->tv_sec * 1000000000ull +
-	       (uint64_t)t->tv_nsec;
+	r->timeout = timeout;
+	r->once = timeout && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+			      timeout->tv_nsec >= 1000000000L);
+	if (timeout && !r->once) {
+		r->deadline = clock_now_ns() +
+			      (uint64_t)timeout->tv_sec * 1000000000ull +
+			      (uint64_t)timeout->tv_nsec;
+		r->left = *timeout;
+		r->timeout = &r->left;
+	}
+	r->runs = handler_tls.runs;
 }
 
-static struct timespec left_until(uint64_t deadline)
+static bool retry_again(struct retry *r, long rc)
 {
-	uint64_t now = clock_now_ns();
-	uint64_t left = deadline > now ? deadline - now : 0;
-	struct timespec t = { (time_t)(left / 1000000000ull),
-			      (long)(left % 1000000000ull) };
+	uint64_t now, left;
 
-	return t;
-}
-
-/* Whether a relative timeout is one the kernel would take. */
-static bool valid(const struct timespec *t)
-{
-	return t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L;
+	if (rc >= 0 || errno != EINTR || handler_tls.runs == r->runs || r->once)
+		return false;
+	if (r->timeout) {
+		now = clock_now_ns();
+		left = r->deadline > now ? r->deadline - now : 0;
+		r->left.tv_sec = (time_t)(left / 1000000000ull);
+		r->left.tv_nsec = (long)(left % 1000000000ull);
+	}
+	r->runs = handler_tls.runs;
+	return true;
 }
 
 SW_INTERPOSER int sigwait(const sigset_t *set, int *sig)
@@ -124,8 +142,8 @@ SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
 	int (*f)(const sigset_t *, siginfo_t *);
 	const sigset_t *s;
+	struct retry r;
 	sigset_t copy;
-	uint32_t runs;
 	int rc;
 
 	*(void **)&f = next_fn(&real_sigwaitinfo, "sigwaitinfo");
@@ -134,10 +152,10 @@ SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 		return -1;
 	}
 	s = without_ours(set, &copy);
-	do {
-		runs = handler_tls.runs;
+	retry_begin(&r, NULL);
+	do
 		rc = f(s, info);
-	} while (ours_interrupted(rc, runs));
+	while (retry_again(&r, rc));
 	return rc;
 }
 
@@ -145,11 +163,9 @@ SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
 			       const struct timespec *timeout)
 {
 	int (*f)(const sigset_t *, siginfo_t *, const struct timespec *);
-	struct timespec left;
 	const sigset_t *s;
-	uint64_t deadline = 0;
+	struct retry r;
 	sigset_t copy;
-	uint32_t runs;
 	int rc;
 
 	*(void **)&f = next_fn(&real_sigtimedwait, "sigtimedwait");
@@ -158,17 +174,11 @@ SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
 		return -1;
 	}
 	s = without_ours(set, &copy);
-	if (!timeout || !valid(timeout))
-		return f(s, info, timeout); /* the kernel says what is wrong */
-	deadline = deadline_of(timeout);
-	left = *timeout;
-	for (;;) {
-		runs = handler_tls.runs;
-		rc = f(s, info, &left);
-		if (!ours_interrupted(rc, runs))
-			return rc;
-		left = left_until(deadline);
-	}
+	retry_begin(&r, timeout);
+	do
+		rc = f(s, info, r.timeout);
+	while (retry_again(&r, rc));
+	return rc;
 }
 
 /*
@@ -208,11 +218,9 @@ SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
 {
 	int (*f)(struct pollfd *, nfds_t, const struct timespec *,
 		 const sigset_t *);
-	struct timespec left;
 	const sigset_t *m;
-	uint64_t deadline = 0;
+	struct retry r;
 	sigset_t copy;
-	uint32_t runs;
 	int rc;
 
 	*(void **)&f = next_fn(&real_ppoll, "ppoll");
@@ -221,20 +229,11 @@ SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
 		return -1;
 	}
 	m = without_ours(mask, &copy);
-	if (timeout && !valid(timeout))
-		return f(fds, nfds, timeout, m);
-	if (timeout) {
-		deadline = deadline_of(timeout);
-		left = *timeout;
-	}
-	for (;;) {
-		runs = handler_tls.runs;
-		rc = f(fds, nfds, timeout ? &left : NULL, m);
-		if (!ours_interrupted(rc, runs))
-			return rc;
-		if (timeout)
-			left = left_until(deadline);
-	}
+	retry_begin(&r, timeout);
+	do
+		rc = f(fds, nfds, r.timeout, m);
+	while (retry_again(&r, rc));
+	return rc;
 }
 
 SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
@@ -243,11 +242,9 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	int (*f)(int, fd_set *, fd_set *, fd_set *, const struct timespec *,
 		 const sigset_t *);
 	fd_set r0, w0, e0;
-	struct timespec left;
 	const sigset_t *m;
-	uint64_t deadline = 0;
+	struct retry r;
 	sigset_t copy;
-	uint32_t runs;
 	int rc;
 
 	*(void **)&f = next_fn(&real_pselect, "pselect");
@@ -256,12 +253,6 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		return -1;
 	}
 	m = without_ours(mask, &copy);
-	if (timeout && !valid(timeout))
-		return f(nfds, rd, wr, ex, timeout, m);
-	if (timeout) {
-		deadline = deadline_of(timeout);
-		left = *timeout;
-	}
 	/* The sets are the caller's question; asked again as they were. */
 	if (rd)
 		r0 = *rd;
@@ -269,10 +260,10 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		w0 = *wr;
 	if (ex)
 		e0 = *ex;
+	retry_begin(&r, timeout);
 	for (;;) {
-		runs = handler_tls.runs;
-		rc = f(nfds, rd, wr, ex, timeout ? &left : NULL, m);
-		if (!ours_interrupted(rc, runs))
+		rc = f(nfds, rd, wr, ex, r.timeout, m);
+		if (!retry_again(&r, rc))
 			return rc;
 		if (rd)
 			*rd = r0;
@@ -280,31 +271,18 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 			*wr = w0;
 		if (ex)
 			*ex = e0;
-		if (timeout)
-			left = left_until(deadline);
 	}
-}
-
-/* An epoll timeout in ms (-1: none) made again from a deadline. */
-static int ms_left(uint64_t deadline)
-{
-	uint64_t now = clock_now_ns();
-
-	if (deadline <= now)
-		return 0;
-	/* Rounded up: a wait never ends before its time. */
-	return (int)((deadline - now + 999999) / 1000000);
 }
 
 SW_INTERPOSER int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents,
 			      int timeout, const sigset_t *mask)
 {
 	int (*f)(int, struct epoll_event *, int, int, const sigset_t *);
+	struct timespec ts = { timeout / 1000, (timeout % 1000) * 1000000L };
 	const sigset_t *m;
-	uint64_t deadline = 0;
-	int rc, left = timeout;
+	struct retry r;
 	sigset_t copy;
-	uint32_t runs;
+	int rc;
 
 	*(void **)&f = next_fn(&real_epoll_pwait, "epoll_pwait");
 	if (!f) {
@@ -312,16 +290,17 @@ SW_INTERPOSER int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents,
 		return -1;
 	}
 	m = without_ours(mask, &copy);
-	if (timeout > 0)
-		deadline = clock_now_ns() + (uint64_t)timeout * 1000000ull;
-	for (;;) {
-		runs = handler_tls.runs;
-		rc = f(epfd, ev, maxevents, left, m);
-		if (!ours_interrupted(rc, runs))
-			return rc;
-		if (timeout > 0)
-			left = ms_left(deadline);
-	}
+	/* In ms, rounded up on the way back: never ends before its time. */
+	retry_begin(&r, timeout >= 0 ? &ts : NULL);
+	do
+		rc = f(epfd, ev, maxevents,
+		       !r.timeout
+			       ? timeout
+			       : (int)(r.timeout->tv_sec * 1000 +
+				       (r.timeout->tv_nsec + 999999) / 1000000),
+		       m);
+	while (retry_again(&r, rc));
+	return rc;
 }
 
 SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
@@ -330,11 +309,9 @@ SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
 {
 	int (*f)(int, struct epoll_event *, int, const struct timespec *,
 		 const sigset_t *);
-	struct timespec left;
 	const sigset_t *m;
-	uint64_t deadline = 0;
+	struct retry r;
 	sigset_t copy;
-	uint32_t runs;
 	int rc;
 
 	*(void **)&f = next_fn(&real_epoll_pwait2, "epoll_pwait2");
@@ -343,18 +320,9 @@ SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
 		return -1;
 	}
 	m = without_ours(mask, &copy);
-	if (timeout && !valid(timeout))
-		return f(epfd, ev, maxevents, timeout, m);
-	if (timeout) {
-		deadline = deadline_of(timeout);
-		left = *timeout;
-	}
-	for (;;) {
-		runs = handler_tls.runs;
-		rc = f(epfd, ev, maxevents, timeout ? &left : NULL, m);
-		if (!ours_interrupted(rc, runs))
-			return rc;
-		if (timeout)
-			left = left_until(deadline);
-	}
+	retry_begin(&r, timeout);
+	do
+		rc = f(epfd, ev, maxevents, r.timeout, m);
+	while (retry_again(&r, rc));
+	return rc;
 }

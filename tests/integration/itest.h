@@ -315,6 +315,25 @@ static inline bool itest_registered(const struct itest_daemon *d, pid_t pid)
 	return found;
 }
 
+/* The signal pid's entry in /api/v1/targets names, or -1. */
+static inline int itest_target_signal(const struct itest_daemon *d, pid_t pid)
+{
+	int status, signo = -1;
+	cJSON *j = itest_get_json(d, "/api/v1/targets", &status), *t;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "targets"))
+	{
+		cJSON *p = cJSON_GetObjectItem(t, "pid");
+		cJSON *s = cJSON_GetObjectItem(t, "signal");
+
+		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
+		    cJSON_IsNumber(s))
+			signo = (int)s->valuedouble;
+	}
+	cJSON_Delete(j);
+	return signo;
+}
+
 /* Waits until pid registered (true) or ms passed (false). */
 static inline bool itest_wait_registered(const struct itest_daemon *d,
 					 pid_t pid, long ms)

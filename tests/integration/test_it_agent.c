@@ -320,25 +320,6 @@ static void test_restart(struct itest_daemon *d, pid_t pid)
 	itest_daemon_cleanup(&again);
 }
 
-/* The signal a target's entry in /api/v1/targets names, or -1. */
-static int target_signal(const struct itest_daemon *d, pid_t pid)
-{
-	int status, signo = -1;
-	cJSON *j = itest_get_json(d, "/api/v1/targets", &status), *t;
-
-	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "targets"))
-	{
-		cJSON *p = cJSON_GetObjectItem(t, "pid");
-		cJSON *s = cJSON_GetObjectItem(t, "signal");
-
-		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
-		    cJSON_IsNumber(s))
-			signo = (int)s->valuedouble;
-	}
-	cJSON_Delete(j);
-	return signo;
-}
-
 /*
  * A program that takes the agent's signal for its own signalfd: it gets
  * every one it queues, the agent moves to another and says so, and the
@@ -354,7 +335,7 @@ static void test_claim(const struct itest_daemon *d)
 	TAP_OK(itest_wait_line(out, "ready") &&
 		       itest_wait_registered(d, pid, 10000),
 	       "a program with a signalfd on SIGRTMIN+4 registered");
-	before = target_signal(d, pid);
+	before = itest_target_signal(d, pid);
 	for (int i = 0; i < 10; i++) {
 		j = dump(d, pid, &status);
 		cJSON_Delete(j);
@@ -369,7 +350,7 @@ static void test_claim(const struct itest_daemon *d)
 	       "of 10)",
 	       got);
 	j = dump(d, pid, &status);
-	after = target_signal(d, pid);
+	after = itest_target_signal(d, pid);
 	TAP_OK(status == 200 && count(j, "worker", "ok") == 4 &&
 		       after != before && after > 0,
 	       "the agent moved from signal %d to %d, and the targets list "

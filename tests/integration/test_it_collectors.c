@@ -33,24 +33,6 @@ static bool copy_file(const char *from, const char *to)
 	return ok;
 }
 
-static int target_signal(const struct itest_daemon *d, pid_t pid)
-{
-	int status, signo = -1;
-	cJSON *j = itest_get_json(d, "/api/v1/targets", &status), *t;
-
-	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "targets"))
-	{
-		cJSON *p = cJSON_GetObjectItem(t, "pid");
-		cJSON *s = cJSON_GetObjectItem(t, "signal");
-
-		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid &&
-		    cJSON_IsNumber(s))
-			signo = (int)s->valuedouble;
-	}
-	cJSON_Delete(j);
-	return signo;
-}
-
 int main(void)
 {
 	char fixture[256], lib[256], copy[256], secs[16], line[128];
@@ -80,7 +62,7 @@ int main(void)
 			       itest_wait_registered(&d, pid, 10000),
 		       "round %d: three copies of the collector, registered",
 		       round + 1);
-		listed = target_signal(&d, pid);
+		listed = itest_target_signal(&d, pid);
 		end = itest_now_ms() + (SECONDS - 1) * 1000;
 		while (itest_now_ms() < end) {
 			char path[64];

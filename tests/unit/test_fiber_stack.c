@@ -100,14 +100,6 @@ static void *plain_thread(void *arg)
 	return NULL;
 }
 
-static const struct sw_thread *find(const struct sw_dump *d, pid_t tid)
-{
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (d->threads[i].tid == tid)
-			return &d->threads[i];
-	return NULL;
-}
-
 /*
  * Exit status bits: 1 the fiber was unwound (or not pc-only and flagged),
  * 2 memory below it was written, 4 the plain thread was not unwound, 8 a
@@ -143,8 +135,8 @@ static int scenario(void)
 			rc |= 8;
 			continue;
 		}
-		t = find(d, atomic_load(&fiber_tid));
-		p = find(d, atomic_load(&plain_tid));
+		t = tu_find_thread(d, atomic_load(&fiber_tid));
+		p = tu_find_thread(d, atomic_load(&plain_tid));
 		if (!t || t->status != SW_ST_OK || t->nips != 1 ||
 		    !(t->flags & SW_TF_NO_ROOM))
 			rc |= 1;

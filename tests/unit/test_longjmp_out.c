@@ -147,14 +147,6 @@ static unsigned long long sigblk(pid_t tid)
 	return v;
 }
 
-static const struct sw_thread *find(const struct sw_dump *d, pid_t tid)
-{
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (d->threads[i].tid == tid)
-			return &d->threads[i];
-	return NULL;
-}
-
 /* Runs dlclose(h) in a thread; true when it returned within ms. */
 static void *closer(void *h)
 {
@@ -289,7 +281,7 @@ static int scenario_fault(void)
 
 		if (sw_dump_self(&o, &d) != 0)
 			continue;
-		t = find(d, atomic_load(&parked_tid));
+		t = tu_find_thread(d, atomic_load(&parked_tid));
 		if (t && t->status == SW_ST_OK)
 			ok_after++;
 		sw_dump_free(d);

@@ -138,14 +138,6 @@ static void *timed_main(void *arg)
 	return NULL;
 }
 
-static const struct sw_thread *find(const struct sw_dump *d, pid_t tid)
-{
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (d->threads[i].tid == tid)
-			return &d->threads[i];
-	return NULL;
-}
-
 int main(void)
 {
 	int dumped[NWAITERS] = { 0 }, blocked[NWAITERS] = { 0 };
@@ -181,7 +173,7 @@ int main(void)
 			continue;
 		for (int i = 0; i < NWAITERS; i++) {
 			const struct sw_thread *t =
-				find(d, atomic_load(&w[i].tid));
+				tu_find_thread(d, atomic_load(&w[i].tid));
 
 			if (t && t->status == SW_ST_OK)
 				dumped[i]++;

@@ -80,14 +80,6 @@ static long sigq(void)
 	return n;
 }
 
-static const struct sw_thread *find(const struct sw_dump *d, pid_t tid)
-{
-	for (size_t i = 0; i < d->nthreads; i++)
-		if (d->threads[i].tid == tid)
-			return &d->threads[i];
-	return NULL;
-}
-
 /* The scenario; exit status: 0 ok, 1 too many queued, 2 no answer after. */
 static int scenario(void)
 {
@@ -132,7 +124,7 @@ static int scenario(void)
 
 		if (sw_dump_self(&o, &d) != 0)
 			continue;
-		t = find(d, atomic_load(&vtid));
+		t = tu_find_thread(d, atomic_load(&vtid));
 		answered = t && t->status == SW_ST_OK &&
 			   tu_count_fn(t, "after_vfork") == 1;
 		sw_dump_free(d);
