@@ -36,14 +36,24 @@ for o in "$obj"/*.o; do
 	objdump -t "$o" | awk -v m="$m" '
 		$3 == "F" || $2 == "F" { print "FUNC", m, $1, $NF; next }
 		/^[0-9a-f]+ / && $0 !~ /\*UND\*/ { print "DATA", m, $NF }'
+	# A direct call or an address in the same section has no relocation;
+	# one that has (the next line) names its real target instead.
 	objdump -dr --no-show-raw-insn "$o" | awk -v m="$m" '
-		/^[0-9a-f]+ <[^>]+>:$/ { f = $2; gsub(/[<>:]/, "", f); next }
-		/(call|jmp)[a-z]* +[0-9a-f]+ <[^>+]+>$|# [0-9a-f]+ <[^>+]+>$/ {
-			t = $NF; gsub(/[<>]/, "", t)
-			print "EDGE", m, f, "LOCAL", t; next }
+		function flush() {
+			if (pend != "")
+				print "EDGE", m, f, "LOCAL", pend
+			pend = ""
+		}
+		/^[0-9a-f]+ <[^>]+>:$/ {
+			flush(); f = $2; gsub(/[<>:]/, "", f); next }
 		/R_X86_64_(PLT32|PC32|GOTPCREL|GOTPCRELX|REX_GOTPCRELX)/ {
+			pend = ""
 			k = $2; sub(/^R_X86_64_/, "", k)
-			print "EDGE", m, f, k, $3 }'
+			print "EDGE", m, f, k, $3; next }
+		{ flush() }
+		/(call|jmp)[a-z]* +[0-9a-f]+ <[^>+]+>$|# [0-9a-f]+ <[^>+]+>$/ {
+			pend = $NF; gsub(/[<>]/, "", pend) }
+		END { flush() }'
 	for sec in $(objdump -h "$o" | awk '$2 ~ /^\.data|^\.rodata/ { print $2 }'); do
 		objdump -r -j "$sec" "$o" | awk -v m="$m" '
 			$2 == "R_X86_64_64" { print "ROOT", m, $3 }'
