@@ -172,7 +172,8 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 # agent preloaded by the tests, as in real use.
 $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 		$(BUILD)/fixtures/hostile_http $(BUILD)/fixtures/sandbox: \
-		$(BUILD)/fixtures/%: tests/fixtures/%.c | $(DEPS_STAMP)
+		$(BUILD)/fixtures/%: tests/fixtures/%.c tests/fixtures/agent_idle.h \
+		| $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread $(WARN) \
 	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \

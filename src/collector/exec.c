@@ -46,8 +46,15 @@ static execve_fn real_execve;
 static execveat_fn real_execveat;
 static execve_fn real_execvpe;
 static fexecve_fn real_fexecve;
-static syscall_fn real_syscall;
 static pid_t owner_pid; /* the process whose dumps we hold off */
+
+/* For the syscall() trampoline below, which calls them by name. */
+__attribute__((visibility("hidden"), used)) long exec_syscall(long number,
+							      long a, long b,
+							      long c, long d,
+							      long e);
+__attribute__((visibility("hidden"), used)) syscall_fn exec_resolve_syscall(
+	void);
 
 static void atfork_child(void)
 {
@@ -60,7 +67,7 @@ static void resolve(void)
 	*(void **)&real_execveat = dlsym(RTLD_NEXT, "execveat");
 	*(void **)&real_execvpe = dlsym(RTLD_NEXT, "execvpe");
 	*(void **)&real_fexecve = dlsym(RTLD_NEXT, "fexecve");
-	*(void **)&real_syscall = dlsym(RTLD_NEXT, "syscall");
+	exec_resolve_syscall();
 	owner_pid = getpid();
 	pthread_atfork(NULL, NULL, atfork_child);
 }
@@ -122,6 +129,9 @@ SW_INTERPOSER static void release(bool held)
 	errno = err;
 }
 
+#define SW_STR(x) SW_STR2(x)
+#define SW_STR2(x) #x
+
 #define GUARDED(real, call)             \
 	do {                            \
 		bool held_;             \
@@ -160,33 +170,109 @@ SW_INTERPOSER int fexecve(int fd, char *const argv[], char *const envp[])
 }
 
 /*
- * syscall() takes up to six arguments; all six are passed on whatever the
- * number (reading ones the caller did not pass reads the registers and
- * stack slots the calling convention gives them, as glibc's own syscall()
- * does).
+ * syscall(): a trampoline in assembly, so that every other number goes on
+ * to libc's syscall() with its registers and stack untouched (in C, we
+ * could only read six variadic arguments whether or not the caller passed
+ * them). SYS_execve and SYS_execveat, whose arguments are all in
+ * registers, go through exec_syscall() below. If libc's is not resolved
+ * yet (a constructor that runs before ours), it is resolved first, the
+ * argument registers kept.
  */
-SW_INTERPOSER long syscall(long number, ...)
+__attribute__((visibility("hidden"))) syscall_fn exec_real_syscall;
+
+syscall_fn exec_resolve_syscall(void)
 {
-	long a[6];
-	va_list ap;
+	if (!exec_real_syscall)
+		*(void **)&exec_real_syscall = dlsym(RTLD_NEXT, "syscall");
+	return exec_real_syscall;
+}
+
+SW_INTERPOSER long exec_syscall(long number, long a, long b, long c, long d,
+				long e)
+{
+	syscall_fn f = exec_resolve_syscall();
 	bool held;
 	long rc;
 
-	va_start(ap, number);
-	for (int i = 0; i < 6; i++)
-		a[i] = va_arg(ap, long);
-	va_end(ap);
-	if (!real_syscall) {
+	if (!f) {
 		errno = ENOSYS;
 		return -1;
 	}
-	if (number != SYS_execve && number != SYS_execveat)
-		return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	held = hold();
-	rc = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	rc = f(number, a, b, c, d, e);
 	release(held);
 	return rc;
 }
+
+__asm__(".section sw_interpose,\"ax\",@progbits\n"
+	".globl syscall\n"
+	".type syscall,@function\n"
+	"syscall:\n"
+	"	.cfi_startproc\n"
+	"	endbr64\n"
+	"	cmpq $" SW_STR(
+		SYS_execve) ", %rdi\n"
+			    "	je 2f\n"
+			    "	cmpq $" SW_STR(
+				    SYS_execveat) ", %rdi\n"
+						  "	je 2f\n"
+						  "1:	movq "
+						  "exec_real_syscall(%rip), "
+						  "%rax\n"
+						  "	testq %rax, %rax\n"
+						  "	jz 3f\n"
+						  "	jmp *%rax\n"
+						  "2:	jmp exec_syscall\n"
+						  "3:	pushq %rdi\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	pushq %rsi\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	pushq %rdx\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	pushq %rcx\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	pushq %r8\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	pushq %r9\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	subq $8, %rsp\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "8\n"
+						  "	call "
+						  "exec_resolve_syscall\n"
+						  "	addq $8, %rsp\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	popq %r9\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	popq %r8\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	popq %rcx\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	popq %rdx\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	popq %rsi\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	popq %rdi\n"
+						  "	.cfi_adjust_cfa_offset "
+						  "-8\n"
+						  "	testq %rax, %rax\n"
+						  "	jnz 1b\n"
+						  "	jmp exec_syscall\n"
+						  "	.cfi_endproc\n"
+						  ".size syscall, .-syscall\n"
+						  ".text\n");
 
 SW_INTERPOSER int execv(const char *path, char *const argv[])
 {

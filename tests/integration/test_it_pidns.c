@@ -286,8 +286,8 @@ int main(void)
 					    "--log-level", "info", NULL };
 	struct itest_daemon d;
 	const char *unshare = find_unshare(), *why = no_namespace(unshare);
-	char fixture[256], log[8192];
-	char *argv[6];
+	char fixture[256], log[8192], preload[320];
+	char *argv[11];
 	pid_t outer, prog, tids[MAX_TIDS];
 	int out = -1, n;
 	FILE *f;
@@ -302,12 +302,25 @@ int main(void)
 	}
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
 		 itest_build());
-	argv[0] = (char *)unshare;
-	argv[1] = (char *)"-pf";
-	argv[2] = (char *)"--mount-proc";
-	argv[3] = fixture;
-	argv[4] = (char *)"sigwait";
-	argv[5] = NULL;
+	/*
+	 * unshare(1) itself runs without the agent: it forks, and under
+	 * AddressSanitizer (whose allocator, unlike glibc's, is not locked
+	 * around fork) a fork while the agent thread allocates leaves the
+	 * child waiting on a lock for good. The program gets the agent back.
+	 */
+	snprintf(preload, sizeof(preload),
+		 "LD_PRELOAD=%s/libstackwatch-agent.so", itest_target_build());
+	argv[0] = (char *)"/usr/bin/env";
+	argv[1] = (char *)"-u";
+	argv[2] = (char *)"LD_PRELOAD";
+	argv[3] = (char *)unshare;
+	argv[4] = (char *)"-pf";
+	argv[5] = (char *)"--mount-proc";
+	argv[6] = (char *)"/usr/bin/env";
+	argv[7] = preload;
+	argv[8] = fixture;
+	argv[9] = (char *)"sigwait";
+	argv[10] = NULL;
 	outer = itest_spawn(&d, argv, &out);
 	prog = child_of(outer, 10000);
 	TAP_OK(prog > 0 && itest_wait_line(out, "ready"),
