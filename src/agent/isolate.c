@@ -45,26 +45,26 @@ static void *next_fn(void *volatile *slot, const char *name)
  * thread when WHEN (an expression of the arguments) holds, calls it and
  * starts the thread again, errno kept.
  */
-#define ISOLATED(ret, name, params, args, when)         \
-	ret name params                                 \
-	{                                               \
-		static void *volatile real_;            \
-		ret(*f_) params;                        \
-		ret rc_;                                \
-		int err_, pause_ = (when);              \
-		*(void **)&f_ = next_fn(&real_, #name); \
-		if (!f_) {                              \
-			errno = ENOSYS;                 \
-			return -1;                      \
-		}                                       \
-		if (pause_)                             \
-			agent_pause();                  \
-		rc_ = f_ args;                          \
-		err_ = errno;                           \
-		if (pause_)                             \
-			agent_resume();                 \
-		errno = err_;                           \
-		return rc_;                             \
+#define ISOLATED(ret, name, params, args, when)                                \
+	SW_INTERPOSER ret name params /* NOLINT(bugprone-macro-parentheses) */ \
+	{                                                                      \
+		static void *volatile real_;                                   \
+		ret(*f_) params; /* NOLINT(bugprone-macro-parentheses) */      \
+		ret rc_;                                                       \
+		int err_, pause_ = (when);                                     \
+		*(void **)&f_ = next_fn(&real_, #name);                        \
+		if (!f_) {                                                     \
+			errno = ENOSYS;                                        \
+			return -1;                                             \
+		}                                                              \
+		if (pause_)                                                    \
+			agent_pause();                                         \
+		rc_ = f_ args;                                                 \
+		err_ = errno;                                                  \
+		if (pause_)                                                    \
+			agent_resume();                                        \
+		errno = err_;                                                  \
+		return rc_;                                                    \
 	}
 
 /* What unshare() refuses to do in a process of several threads. */

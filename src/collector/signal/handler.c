@@ -172,6 +172,9 @@ static void cpu_times(struct slot *s)
 {
 	struct rusage ru;
 
+	/* (the kernel fills ru; set here for what cannot see that) */
+	ru.ru_utime.tv_sec = ru.ru_utime.tv_usec = 0;
+	ru.ru_stime.tv_sec = ru.ru_stime.tv_usec = 0;
 	if (sys_call2(SYS_getrusage, RUSAGE_THREAD, &ru) < 0) {
 		s->utime_us = s->stime_us = 0;
 		return;

@@ -113,7 +113,7 @@ void signo_note(const sigset_t *set)
 	if (!set)
 		return;
 	for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
-		if (signo_named(set, s))
+		if (s >= 1 && s <= 64 && signo_named(set, s))
 			add |= BIT(s);
 	if (add)
 		atomic_fetch_or(&claimed, add);

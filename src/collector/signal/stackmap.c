@@ -303,9 +303,11 @@ int stackmap_bounds(uintptr_t addr, uint64_t *lo_out, uint64_t *hi_out)
 size_t stackmap_room(uintptr_t sp)
 {
 	stack_t ss;
-	uint64_t lo, hi;
-	bool bounded;
+	uint64_t lo = 0, hi = 0;
+	bool bounded = false;
 
+	ss.ss_flags = 0; /* (the kernel fills ss) */
+	ss.ss_sp = NULL;
 	/* Running on a sigaltstack: its own bounds, whatever holds it. */
 	if (sys_call2(SYS_sigaltstack, NULL, &ss) == 0 &&
 	    (ss.ss_flags & SS_ONSTACK)) {

@@ -58,7 +58,7 @@ void sys_init(void);
 /* CLOCK_MONOTONIC in nanoseconds. Async-signal-safe. */
 static inline uint64_t sys_now_ns(void)
 {
-	struct timespec ts;
+	struct timespec ts = { 0, 0 };
 
 	if (!sys_clock_gettime || sys_clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
 		sys_call2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
