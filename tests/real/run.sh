@@ -97,7 +97,7 @@ hammer() {
 	else
 		nok "$name: $good of $dumps dumps answered"
 	fi
-	if kill -0 "$pid" 2>/dev/null && sh -c "$health" >/dev/null 2>&1; then
+	if kill -0 "$pid" 2>/dev/null && bash -c "$health" >/dev/null 2>&1; then
 		ok "$name: alive and answering its own protocol afterwards"
 		alive=yes
 	else
@@ -168,7 +168,7 @@ if [ -n "$pgbin" ] && id postgres >/dev/null 2>&1; then
 	su postgres -s /bin/sh -c "$pgbin/initdb -D $pgdata -A trust" \
 		>"$tmp/initdb.log" 2>&1
 	su postgres -s /bin/sh -c "LD_PRELOAD=$agent STACKWATCH_SOCKET=$tmp/agent.sock \
-		$pgbin/pg_ctl -D $pgdata -o '-p $p -k $pgdata' -l $tmp/pg.log -w start" \
+		$pgbin/pg_ctl -D $pgdata -o '-p $p -k $pgdata' -l $pgdata/server.log -w start" \
 		>/dev/null 2>&1
 	pm=$(head -n 1 "$pgdata/postmaster.pid" 2>/dev/null)
 	(su postgres -s /bin/sh -c "$pgbin/psql -h $pgdata -p $p -c 'select pg_sleep(600)' postgres" \
