@@ -23,7 +23,21 @@ enum {
 /* The global options, given before the subcommand. */
 struct cli {
 	const char *url; /* the daemon's base URL */
+	/*
+	 * With no --url (nor $STACKWATCH_URL): the daemon's unix socket when
+	 * there is one ($STACKWATCH_HTTP_SOCKET, this user's own daemon's,
+	 * /run/stackwatch/http.sock), where the daemon knows who asks; NULL
+	 * for TCP at url.
+	 */
+	const char *unix_socket;
+	char where[160]; /* the daemon, for messages: url or unix:PATH */
 };
+
+/*
+ * Chooses the daemon's unix socket for cli (when no URL was given): the
+ * first of the candidates above that is a socket. Sets cli->where.
+ */
+void cli_find_socket(struct cli *cli, char *buf, size_t size);
 
 struct http_response;
 

@@ -6,9 +6,12 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "cli.h"
+#include "model/paths.h"
 
 static const char short_usage[] =
 	"usage: stackwatch [--url URL] targets\n"
@@ -92,4 +95,22 @@ int cli_finish(int status)
 		return status ? status : CLI_EDAEMON;
 	}
 	return status;
+}
+
+void cli_find_socket(struct cli *cli, char *buf, size_t size)
+{
+	const char *env = getenv("STACKWATCH_HTTP_SOCKET");
+	const char *cand[3] = { env && *env ? env : NULL, NULL,
+				"/run/stackwatch/http.sock" };
+	struct stat st;
+
+	if (paths_default_http_socket(buf, size) == 0)
+		cand[1] = buf;
+	for (int i = 0; i < 3; i++) {
+		if (!cand[i] || stat(cand[i], &st) < 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		cli->unix_socket = cand[i];
+		snprintf(cli->where, sizeof(cli->where), "unix:%s", cand[i]);
+		return;
+	}
 }

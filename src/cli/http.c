@@ -130,6 +130,7 @@ void http_opts_init(struct http_opts *opts)
 	opts->timeout_ms = HTTP_DEFAULT_TIMEOUT_MS;
 	opts->max_body = HTTP_MAX_BODY;
 	opts->token = token && *token ? token : NULL;
+	opts->unix_socket = NULL;
 }
 
 void http_response_release(struct http_response *resp)
@@ -408,6 +409,9 @@ int http_get(const char *base_url, const char *target,
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
 	if (hdrs)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (opts->unix_socket)
+		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH,
+				 opts->unix_socket);
 	cc = curl_easy_perform(h);
 	if (cc) {
 		rc = curl_fail(h, cc, errbuf, &s, opts, resp);

@@ -19,6 +19,7 @@ struct http_opts {
 	int timeout_ms;	   /* total deadline: resolve, connect, send, receive */
 	size_t max_body;   /* cap on the decoded body, in bytes */
 	const char *token; /* sent as "Authorization: Bearer"; NULL: none */
+	const char *unix_socket; /* connect here instead (HTTP over it) */
 };
 
 struct http_response {

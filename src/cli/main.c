@@ -4,6 +4,7 @@
  * they share is in common.c and request.c, so main.c is the top: nothing
  * imports it.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,10 +16,13 @@
 int main(int argc, char **argv)
 {
 	const char *env = getenv("STACKWATCH_URL");
+	char sock[108];
 	struct cli cli;
 	const char *name;
+	bool url_given = env && *env;
 	int i;
 
+	memset(&cli, 0, sizeof(cli));
 	cli.url = env && *env ? env : CLI_DEFAULT_URL;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		const char *a = argv[i];
@@ -39,14 +43,19 @@ int main(int argc, char **argv)
 			if (i + 1 >= argc)
 				return cli_usage_error("--url needs a value");
 			cli.url = argv[++i];
+			url_given = true;
 		} else if (strncmp(a, "--url=", 6) == 0) {
 			cli.url = a + 6;
+			url_given = true;
 		} else {
 			return cli_usage_error("unknown option '%s'", a);
 		}
 	}
 	if (i >= argc)
 		return cli_usage_error("no command given");
+	snprintf(cli.where, sizeof(cli.where), "%s", cli.url);
+	if (!url_given)
+		cli_find_socket(&cli, sock, sizeof(sock));
 
 	name = argv[i];
 	if (strcmp(name, "targets") == 0)

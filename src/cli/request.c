@@ -73,10 +73,10 @@ static void report_error_answer(const struct cli *cli,
 		cli_put_safe(stderr, line);
 		fputc('\n', stderr);
 	} else if (resp->status >= 400) {
-		cli_error("the daemon at %s answered %d %s", cli->url,
+		cli_error("the daemon at %s answered %d %s", cli->where,
 			  resp->status, resp->reason);
 	} else {
-		cli_error("unexpected answer from %s: %d %s", cli->url,
+		cli_error("unexpected answer from %s: %d %s", cli->where,
 			  resp->status, resp->reason);
 	}
 	if (resp->status == 401 && !getenv("STACKWATCH_TOKEN"))
@@ -94,7 +94,15 @@ int cli_get(const struct cli *cli, const char *target,
 	if (http_check_url(cli->url, why, sizeof(why)))
 		return cli_usage_error("bad URL '%s': %s", cli->url, why);
 	http_opts_init(&opts);
-	rc = http_get(cli->url, target, &opts, resp);
+	opts.unix_socket = cli->unix_socket;
+	rc = http_get(cli->unix_socket ? "http://localhost" : cli->url, target,
+		      &opts, resp);
+	/* A socket left by a daemon that is gone: try TCP after all. */
+	if (cli->unix_socket && (rc == -ECONNREFUSED || rc == -ENOENT)) {
+		opts.unix_socket = NULL;
+		http_response_release(resp);
+		rc = http_get(cli->url, target, &opts, resp);
+	}
 	switch (rc) {
 	case 0:
 		break;
@@ -106,10 +114,10 @@ int cli_get(const struct cli *cli, const char *target,
 		return CLI_EDAEMON;
 	case SW_EFORMAT:
 	case SW_ETOOBIG:
-		cli_error("bad answer from %s: %s", cli->url, resp->error);
+		cli_error("bad answer from %s: %s", cli->where, resp->error);
 		return CLI_EREACH;
 	default:
-		cli_error("cannot reach the daemon at %s: %s", cli->url,
+		cli_error("cannot reach the daemon at %s: %s", cli->where,
 			  resp->error);
 		return CLI_EREACH;
 	}

@@ -123,7 +123,7 @@ static int show_targets(const struct cli *cli, const char *body, size_t len)
 	list = cJSON_GetObjectItemCaseSensitive(root, "targets");
 	if (!cJSON_IsArray(list)) {
 		cli_error("unexpected answer from %s: no \"targets\" list",
-			  cli->url);
+			  cli->where);
 		goto out_delete;
 	}
 	rows = calloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*rows));

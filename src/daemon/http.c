@@ -20,8 +20,13 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <grp.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include "model/buf.h"
+#include "stackwatch.h"
+#include "access.h"
 #include "cond.h"
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
@@ -50,10 +55,12 @@
 
 struct http {
 	struct MHD_Daemon *d;
-	pthread_mutex_t lock; /* active, stopping */
-	pthread_cond_t idle;  /* active fell to 0 */
-	unsigned active;      /* requests being answered */
-	bool stopping;	      /* http_stop() began: no new requests */
+	struct MHD_Daemon *ud; /* on the unix socket; NULL: none */
+	char usock[108];       /* its path, removed at the end */
+	pthread_mutex_t lock;  /* active, stopping */
+	pthread_cond_t idle;   /* active fell to 0 */
+	unsigned active;       /* requests being answered */
+	bool stopping;	       /* http_stop() began: no new requests */
 	struct registry *reg;
 	struct stacks *st;
 	struct scheduler *sched;  /* NULL: no periodic sampling */
@@ -61,7 +68,42 @@ struct http {
 	char *token;		  /* required bearer token, NULL: none */
 	char *const *allow_hosts; /* extra Host names (the options') */
 	int nallow_hosts;
+	gid_t admin_gid; /* (gid_t)-1: no admin group */
 };
+
+/*
+ * Who is on a connection, found once when it opens (peer.h) and kept as
+ * its socket context until it closes.
+ */
+static void notify_connection(void *cls, struct MHD_Connection *c,
+			      void **socket_context,
+			      enum MHD_ConnectionNotificationCode code)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct peer *p;
+
+	(void)cls;
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		free(*socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (p && ci && peer_identify(ci->connect_fd, p) < 0)
+		p->known = false;
+	*socket_context = p;
+}
+
+/* The requester of c; an anonymous one when it could not be found. */
+static const struct peer *peer_of(struct MHD_Connection *c)
+{
+	static const struct peer anonymous = { .key = "anonymous" };
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci && ci->socket_context ? ci->socket_context : &anonymous;
+}
 
 static const char *const content_types[] = {
 	[QUERY_HTML] = "text/html; charset=utf-8",
@@ -369,6 +411,7 @@ static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name)
 }
 
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
+				     const struct access *acc,
 				     enum query_format dflt)
 {
 	struct query_stacks rq;
@@ -386,7 +429,8 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 				  dflt == QUERY_JSON ? QUERY_JSON : rq.format,
 				  bad);
 	if (rq.pid) {
-		t = registry_get(h->reg, rq.pid);
+		/* One the requester may not see is not found: never 403. */
+		t = access_get(h->reg, acc, rq.pid);
 		if (!t) {
 			snprintf(why, sizeof(why),
 				 "pid %d is not a registered target",
@@ -403,7 +447,7 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 	}
 	if (rq.format == QUERY_HTML)
 		return handle_static(c, "index.html");
-	if (registry_list(h->reg, &ts, &n) < 0)
+	if (access_list(h->reg, acc, &ts, &n) < 0)
 		return send_error(c, 500, rq.format, "out of memory");
 	ret = answer_stacks(h, c, &rq, ts, n, true);
 	registry_put_all(ts, n);
@@ -437,14 +481,15 @@ static void add_time(cJSON *o, const char *key, uint64_t ms)
 	cJSON_AddStringToObject(o, key, when);
 }
 
-static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
+static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c,
+				      const struct access *acc)
 {
 	cJSON *doc = cJSON_CreateObject(), *arr;
 	struct target **ts;
 	size_t n;
 
 	arr = cJSON_AddArrayToObject(doc, "targets");
-	if (!arr || registry_list(h->reg, &ts, &n) < 0) {
+	if (!arr || access_list(h->reg, acc, &ts, &n) < 0) {
 		cJSON_Delete(doc);
 		return send_error(c, 500, QUERY_JSON, "out of memory");
 	}
@@ -489,16 +534,18 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c)
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
-static enum MHD_Result handle_stuck(struct http *h, struct MHD_Connection *c)
+static enum MHD_Result handle_stuck(struct http *h, struct MHD_Connection *c,
+				    const struct access *acc)
 {
 	cJSON *doc;
 
-	if (watch_stuck(h->st, h->reg, &doc, NULL) < 0)
+	if (watch_stuck(h->st, h->reg, acc, &doc, NULL) < 0)
 		return send_error(c, 500, QUERY_JSON, "out of memory");
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
-static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c)
+static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
+				   const struct access *acc)
 {
 	struct query_args a;
 	struct query_diff q;
@@ -512,7 +559,7 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c)
 	bad = query_parse_diff(&a, h->timeout_ms, &q);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
-	t = registry_get(h->reg, q.pid);
+	t = access_get(h->reg, acc, q.pid);
 	if (!t) {
 		snprintf(why, sizeof(why), "pid %d is not a registered target",
 			 (int)q.pid);
@@ -688,6 +735,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 			      size_t *upload_size, void **con_cls)
 {
 	struct http *h = cls;
+	struct access acc;
 	bool stopping;
 
 	(void)version;
@@ -718,20 +766,22 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_text(c, "ok\n");
 	if (!authorized(h, c))
 		return send_unauthorized(c);
+	/* With a token configured, whoever got this far presented it. */
+	access_init(&acc, peer_of(c), h->token != NULL, h->admin_gid);
 	if (strcmp(url, "/") == 0)
 		return handle_redirect(c);
 	if (strcmp(url, "/stacks") == 0)
-		return handle_stacks(h, c, QUERY_HTML);
+		return handle_stacks(h, c, &acc, QUERY_HTML);
 	if (strcmp(url, "/api/v1/stacks") == 0)
-		return handle_stacks(h, c, QUERY_JSON);
+		return handle_stacks(h, c, &acc, QUERY_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
-		return handle_targets(h, c);
+		return handle_targets(h, c, &acc);
 	if (strncmp(url, "/static/", 8) == 0)
 		return handle_static(c, url + 8);
 	if (strcmp(url, "/api/v1/stuck") == 0)
-		return handle_stuck(h, c);
+		return handle_stuck(h, c, &acc);
 	if (strcmp(url, "/api/v1/diff") == 0)
-		return handle_diff(h, c);
+		return handle_diff(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c);
 	return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
@@ -800,8 +850,92 @@ static void drain(struct http *h)
 	pthread_mutex_unlock(&h->lock);
 }
 
+/*
+ * The admin group's gid: o's group if it exists; a group given by name
+ * that does not is an error, the default one is just absent.
+ */
+static int admin_gid_of(const struct options *o, gid_t *out)
+{
+	struct group gr, *res = NULL;
+	char buf[4096];
+
+	*out = (gid_t)-1;
+	if (!o->admin_group[0])
+		return 0;
+	if (getgrnam_r(o->admin_group, &gr, buf, sizeof(buf), &res) == 0 &&
+	    res) {
+		*out = gr.gr_gid;
+		return 0;
+	}
+	return o->admin_group_set ? -ENOENT : 0;
+}
+
+/*
+ * A listening unix socket at path, for everyone to connect to (who is
+ * asking comes from SO_PEERCRED): its directory made 0755 if missing, a
+ * stale socket replaced, one another daemon answers on left alone
+ * (-EADDRINUSE). Returns the socket, or a negative errno.
+ */
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[sizeof(sa.sun_path)], *slash;
+	int fd, probe;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe >= 0 &&
+	    connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(probe);
+		return -EADDRINUSE;
+	}
+	if (probe >= 0)
+		close(probe);
+	unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    chmod(path, 0666) < 0 || listen(fd, 64) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+/* One MHD daemon: on ss, or on the listening socket fd when fd >= 0. */
+static struct MHD_Daemon *start_mhd(struct http *h, unsigned flags,
+				    const struct sockaddr_storage *ss, int fd)
+{
+	return MHD_start_daemon(
+		flags, 0, NULL, NULL, answer, h,
+		fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
+		fd >= 0 ? (intptr_t)fd : (intptr_t)ss,
+		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)(fd >= 0 ? 0 : HTTP_MAX_PER_IP),
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+		MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
+		MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h,
+		MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
+}
+
 int http_start(const struct options *o, struct registry *reg, struct stacks *st,
-	       struct scheduler *sched, struct http **out, int *port)
+	       struct scheduler *sched, struct http **out, int *port, char *why,
+	       size_t whylen)
 {
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
@@ -810,6 +944,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
 	const union MHD_DaemonInfo *info;
 	struct http *h;
+	int rc;
 
 	memset(&ss, 0, sizeof(ss));
 	if (inet_pton(AF_INET, o->listen_addr, &sin->sin_addr) == 1) {
@@ -818,8 +953,11 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	} else if (inet_pton(AF_INET6, o->listen_addr, &sin6->sin6_addr) == 1) {
 		sin6->sin6_family = AF_INET6;
 		sin6->sin6_port = htons((uint16_t)o->listen_port);
-		flags |= MHD_USE_IPv6;
 	} else {
+		snprintf(why, whylen,
+			 "cannot listen on %s:%d: not a numeric IP "
+			 "address",
+			 o->listen_addr, o->listen_port);
 		return -EINVAL;
 	}
 	h = calloc(1, sizeof(*h));
@@ -834,27 +972,56 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	h->timeout_ms = o->timeout_ms;
 	h->allow_hosts = o->allow_hosts;
 	h->nallow_hosts = o->nallow_hosts;
+	rc = admin_gid_of(o, &h->admin_gid);
+	if (rc < 0) {
+		snprintf(why, whylen, "no group '%s' (--admin-group)",
+			 o->admin_group);
+		free_http(h);
+		return rc;
+	}
 	if (o->token) {
 		h->token = strdup(o->token);
 		if (!h->token) {
+			snprintf(why, whylen, "out of memory");
 			free_http(h);
 			return -ENOMEM;
 		}
 	}
-	h->d = MHD_start_daemon(
-		flags, 0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, &ss,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)HTTP_MAX_PER_IP,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT_S,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
-		MHD_OPTION_NOTIFY_COMPLETED, request_done, h,
-		MHD_OPTION_EXTERNAL_LOGGER, log_mhd, NULL, MHD_OPTION_END);
+	h->d = start_mhd(h,
+			 flags | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+			 &ss, -1);
 	if (!h->d) {
 		int err = errno ? -errno : -EADDRINUSE;
 
+		snprintf(why, whylen, "cannot listen on %s:%d: %s",
+			 o->listen_addr, o->listen_port, sw_strerror(err));
 		free_http(h);
 		return err;
+	}
+	if (o->http_socket[0]) {
+		int fd = listen_unix(o->http_socket);
+
+		if (fd >= 0) {
+			h->ud = start_mhd(h, flags, NULL, fd);
+			if (!h->ud)
+				close(fd);
+			else
+				snprintf(h->usock, sizeof(h->usock), "%s",
+					 o->http_socket);
+		}
+		if (!h->ud && o->http_socket_set) {
+			snprintf(why, whylen, "cannot listen on %s: %s",
+				 o->http_socket,
+				 fd == -EADDRINUSE
+					 ? "another daemon answers there"
+					 : sw_strerror(fd < 0 ? fd : -EIO));
+			MHD_stop_daemon(h->d);
+			free_http(h);
+			return fd < 0 ? fd : -EIO;
+		}
+		if (!h->ud)
+			log_warn("no HTTP on %s: %s", o->http_socket,
+				 strerror(fd < 0 ? -fd : EIO));
 	}
 	info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
 	*port = info ? info->port : o->listen_port;
@@ -864,7 +1031,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 
 void http_stop(struct http *h)
 {
-	MHD_socket listen_fd;
+	MHD_socket listen_fd, ufd = MHD_INVALID_SOCKET;
 
 	if (!h)
 		return;
@@ -876,9 +1043,25 @@ void http_stop(struct http *h)
 	 * waiting for a reset. It is closed only after the pool stopped. */
 	if (listen_fd != MHD_INVALID_SOCKET)
 		shutdown(listen_fd, SHUT_RDWR);
+	if (h->ud) {
+		ufd = MHD_quiesce_daemon(h->ud);
+		if (ufd != MHD_INVALID_SOCKET)
+			shutdown(ufd, SHUT_RDWR);
+	}
 	drain(h);
 	MHD_stop_daemon(h->d);
+	if (h->ud) {
+		MHD_stop_daemon(h->ud);
+		unlink(h->usock);
+		if (ufd != MHD_INVALID_SOCKET)
+			close(ufd);
+	}
 	if (listen_fd != MHD_INVALID_SOCKET)
 		close(listen_fd);
 	free_http(h);
+}
+
+const char *http_unix_socket(const struct http *h)
+{
+	return h && h->ud ? h->usock : NULL;
 }

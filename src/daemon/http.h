@@ -13,12 +13,18 @@
 struct http;
 
 /*
- * Starts serving on o->listen_addr:o->listen_port. On success *port is the
- * bound port (the one picked when 0 was asked). Returns 0 or a negative
- * errno (-EINVAL: the address is not a numeric IP address).
+ * Starts serving on o->listen_addr:o->listen_port, and on the unix socket
+ * o->http_socket (when set; failing there is fatal only when it was
+ * given, else a warning). On success *port is the bound port (the one
+ * picked when 0 was asked). Returns 0, or a negative errno with the
+ * reason, a phrase, in why (whylen bytes).
  */
 int http_start(const struct options *o, struct registry *reg, struct stacks *st,
-	       struct scheduler *sched, struct http **out, int *port);
+	       struct scheduler *sched, struct http **out, int *port, char *why,
+	       size_t whylen);
+
+/* The unix socket served, or NULL. */
+const char *http_unix_socket(const struct http *h);
 
 /*
  * Stops accepting connections; requests in flight finish (each within its

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 	struct stacks st;
 	struct http *http = NULL;
 	struct scheduler *sched = NULL;
-	char url[128];
+	char url[128], why[256];
 	sigset_t set;
 	int rc, port, sig;
 
@@ -112,12 +112,9 @@ int main(int argc, char **argv)
 			sw_strerror(rc));
 		return 1;
 	}
-	rc = http_start(&o, reg, &st, sched, &http, &port);
+	rc = http_start(&o, reg, &st, sched, &http, &port, why, sizeof(why));
 	if (rc < 0) {
-		fprintf(stderr, "stackwatchd: cannot listen on %s:%d: %s\n",
-			o.listen_addr, o.listen_port,
-			rc == -EINVAL ? "not a numeric IP address"
-				      : sw_strerror(rc));
+		fprintf(stderr, "stackwatchd: %s\n", why);
 		/* The samplers use the registry and the service: first. */
 		sched_stop(sched);
 		registry_stop(reg);
@@ -131,6 +128,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "listening on http://%s:%d\n", o.listen_addr,
 			port);
 	log_notice("agents register on %s", o.agent_socket);
+	if (http_unix_socket(http))
+		log_notice("HTTP also on %s", http_unix_socket(http));
 	if (strchr(o.listen_addr, ':'))
 		snprintf(url, sizeof(url), "http://[%s]:%d", o.listen_addr,
 			 port);

@@ -60,7 +60,7 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	struct buf b;
 	int rc;
 
-	if (watch_stuck(st, reg, &doc, &stuck) == 0)
+	if (watch_stuck(st, reg, NULL, &doc, &stuck) == 0)
 		cJSON_Delete(doc);
 	stacks_sym_stats(st, &hits, &misses);
 	buf_init(&b, 1 << 20);

@@ -30,6 +30,11 @@ static const char usage[] =
 	"  --listen ADDR:PORT      HTTP address (default 127.0.0.1:9407;\n"
 	"                          port 0 picks a free one)\n"
 	"  --agent-socket PATH     unix socket agents register on\n"
+	"  --http-socket PATH      HTTP on a unix socket too (default\n"
+	"                          /run/stackwatch/http.sock for root; '' "
+	"none)\n"
+	"  --admin-group NAME      its members see every process (default\n"
+	"                          'stackwatch' when that group exists)\n"
 	"  --token-file PATH       require 'Authorization: Bearer TOKEN'\n"
 	"  --allow-host NAME       accept this Host header too (repeatable)\n"
 	"  --sample-interval MS    periodic sampling, 0 = off (default 1000)\n"
@@ -46,6 +51,8 @@ static const char usage[] =
 enum {
 	O_LISTEN = 256,
 	O_SOCKET,
+	O_HTTP_SOCKET,
+	O_ADMIN_GROUP,
 	O_TOKEN,
 	O_ALLOW_HOST,
 	O_INTERVAL,
@@ -62,6 +69,8 @@ enum {
 static const struct option longopts[] = {
 	{ "listen", required_argument, NULL, O_LISTEN },
 	{ "agent-socket", required_argument, NULL, O_SOCKET },
+	{ "http-socket", required_argument, NULL, O_HTTP_SOCKET },
+	{ "admin-group", required_argument, NULL, O_ADMIN_GROUP },
 	{ "token-file", required_argument, NULL, O_TOKEN },
 	{ "allow-host", required_argument, NULL, O_ALLOW_HOST },
 	{ "sample-interval", required_argument, NULL, O_INTERVAL },
@@ -130,6 +139,20 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_listen(o, val);
 	case O_SOCKET:
 		return copy_str(o->agent_socket, sizeof(o->agent_socket), val);
+	case O_HTTP_SOCKET:
+		o->http_socket_set = true;
+		if (!*val) {
+			o->http_socket[0] = '\0';
+			return 0;
+		}
+		return copy_str(o->http_socket, sizeof(o->http_socket), val);
+	case O_ADMIN_GROUP:
+		o->admin_group_set = true;
+		if (!*val) {
+			o->admin_group[0] = '\0';
+			return 0;
+		}
+		return copy_str(o->admin_group, sizeof(o->admin_group), val);
 	case O_TOKEN:
 		return copy_str(o->token_file, sizeof(o->token_file), val);
 	case O_ALLOW_HOST:
@@ -185,8 +208,11 @@ static const char *expected(int key)
 	case O_LISTEN:
 		return "ADDR:PORT with a numeric address";
 	case O_SOCKET:
+	case O_HTTP_SOCKET:
 	case O_TOKEN:
 		return "a path";
+	case O_ADMIN_GROUP:
+		return "a group name";
 	case O_ALLOW_HOST:
 		return "a host name, at most 16 of them";
 	case O_INTERVAL:
@@ -323,6 +349,10 @@ static void set_defaults(struct options *o)
 	o->listen_port = 9407;
 	if (paths_default_socket(o->agent_socket, sizeof(o->agent_socket)) < 0)
 		o->agent_socket[0] = '\0';
+	if (paths_default_http_socket(o->http_socket, sizeof(o->http_socket)) <
+	    0)
+		o->http_socket[0] = '\0';
+	snprintf(o->admin_group, sizeof(o->admin_group), "stackwatch");
 	o->sample_interval_ms = 1000;
 	o->stuck_after_s = 10;
 	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;

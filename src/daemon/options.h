@@ -15,6 +15,10 @@ struct options {
 	char listen_addr[64]; /* numeric IPv4 or IPv6 */
 	int listen_port;      /* 0: pick a free one */
 	char agent_socket[108];
+	char http_socket[108]; /* "": none */
+	bool http_socket_set;  /* given: failing to serve it is fatal */
+	char admin_group[64];  /* "": none */
+	bool admin_group_set;
 	char token_file[4096];
 	char *token;		/* read from token_file at start-up; owned */
 	int sample_interval_ms; /* 0: no periodic sampling */

@@ -12,6 +12,7 @@
 #include "collector/signal/handler.h"
 #include "model/procfs.h"
 #include "render/render.h"
+#include "access.h"
 #include "watch.h"
 
 /* The realtime instant of a sample taken ago_s before now. */
@@ -93,8 +94,8 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	cJSON_AddItemToArray(arr, o);
 }
 
-int watch_stuck(struct stacks *s, struct registry *reg, cJSON **out,
-		size_t *count)
+int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
+		cJSON **out, size_t *count)
 {
 	cJSON *doc = cJSON_CreateObject(), *arr;
 	struct target **ts;
@@ -106,7 +107,7 @@ int watch_stuck(struct stacks *s, struct registry *reg, cJSON **out,
 		cJSON_Delete(doc);
 		return -ENOMEM;
 	}
-	rc = registry_list(reg, &ts, &n);
+	rc = a ? access_list(reg, a, &ts, &n) : registry_list(reg, &ts, &n);
 	if (rc < 0) {
 		cJSON_Delete(doc);
 		return rc;

@@ -11,12 +11,15 @@
 #include "registry.h"
 #include "stacks.h"
 
+struct access;
+
 /*
- * {"threads": [...]}: every stuck thread of every target, from each one's
- * newest samples. *count (when not NULL) gets their number. 0 or -ENOMEM.
+ * {"threads": [...]}: every stuck thread of every target a may see (NULL:
+ * every target), from each one's newest samples. *count (when not NULL)
+ * gets their number. 0 or -ENOMEM.
  */
-int watch_stuck(struct stacks *s, struct registry *reg, cJSON **out,
-		size_t *count);
+int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
+		cJSON **out, size_t *count);
 
 /*
  * The diff of t between the sample at least since_s old and a current

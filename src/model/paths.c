@@ -17,20 +17,30 @@ static int fits(int n, size_t size)
 	return 0;
 }
 
-int paths_default_socket(char *buf, size_t size)
+/* The default directory's socket named name, for the running user. */
+static int default_in_dir(char *buf, size_t size, const char *name)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
 
 	if (geteuid() == 0)
-		return fits(snprintf(buf, size, "/run/stackwatch/agent.sock"),
+		return fits(snprintf(buf, size, "/run/stackwatch/%s", name),
 			    size);
 	if (xdg && xdg[0] == '/')
-		return fits(
-			snprintf(buf, size, "%s/stackwatch/agent.sock", xdg),
-			size);
-	return fits(snprintf(buf, size, "/tmp/stackwatch-%u/agent.sock",
-			     (unsigned)geteuid()),
+		return fits(snprintf(buf, size, "%s/stackwatch/%s", xdg, name),
+			    size);
+	return fits(snprintf(buf, size, "/tmp/stackwatch-%u/%s",
+			     (unsigned)geteuid(), name),
 		    size);
+}
+
+int paths_default_socket(char *buf, size_t size)
+{
+	return default_in_dir(buf, size, "agent.sock");
+}
+
+int paths_default_http_socket(char *buf, size_t size)
+{
+	return default_in_dir(buf, size, "http.sock");
 }
 
 int paths_agent_socket(char *buf, size_t size)

@@ -19,4 +19,10 @@ int paths_agent_socket(char *buf, size_t size);
 /* The same default, ignoring $STACKWATCH_SOCKET (the daemon's default). */
 int paths_default_socket(char *buf, size_t size);
 
+/*
+ * The daemon's HTTP unix socket by default, in the same directory:
+ * /run/stackwatch/http.sock for root, and so on. 0 or SW_ETOOBIG.
+ */
+int paths_default_http_socket(char *buf, size_t size);
+
 #endif /* SW_PATHS_H */

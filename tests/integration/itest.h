@@ -26,6 +26,7 @@ struct itest_daemon {
 	int port;
 	char dir[64]; /* private temp dir: socket, log */
 	char sock[128];
+	char http_sock[128]; /* the daemon's HTTP unix socket */
 	char log[128];
 	char url[64];
 };
@@ -101,6 +102,7 @@ static inline int itest_daemon_start_args(struct itest_daemon *d,
 	if (!mkdtemp(d->dir))
 		return -1;
 	snprintf(d->sock, sizeof(d->sock), "%s/agent.sock", d->dir);
+	snprintf(d->http_sock, sizeof(d->http_sock), "%s/http.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
 	snprintf(bin, sizeof(bin), "%s/stackwatchd", itest_build());
 	argv[n++] = bin;
@@ -108,6 +110,8 @@ static inline int itest_daemon_start_args(struct itest_daemon *d,
 	argv[n++] = "127.0.0.1:0";
 	argv[n++] = "--agent-socket";
 	argv[n++] = d->sock;
+	argv[n++] = "--http-socket";
+	argv[n++] = d->http_sock;
 	argv[n++] = "--config";
 	argv[n++] = "/dev/null";
 	for (; extra && *extra && n < 30; extra++)
@@ -178,6 +182,7 @@ static inline void itest_daemon_cleanup(struct itest_daemon *d)
 	snprintf(path, sizeof(path), "%s/daemon.log", d->dir);
 	unlink(path);
 	unlink(d->sock);
+	unlink(d->http_sock);
 	rmdir(d->dir);
 }
 
