@@ -59,6 +59,8 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 IT_SRCS   := $(sort $(wildcard tests/integration/*.c))
 IT_BINS   := $(IT_SRCS:tests/integration/%.c=$(BUILD)/tests/%)
+SEC_SRCS  := $(sort $(wildcard tests/security/*.c))
+SEC_BINS  := $(SEC_SRCS:tests/security/%.c=$(BUILD)/tests/%)
 FIX_C     := $(sort $(wildcard tests/fixtures/*.c))
 FIX_CXX   := $(sort $(wildcard tests/fixtures/*.cc))
 FIX_BINS  := $(FIX_C:tests/fixtures/%.c=$(BUILD)/fixtures/%) \
@@ -160,6 +162,16 @@ $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libstackwatch.a \
 	    $(BUILD)/obj/cli/http.o $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(CURL_LIBS) $(SW_LIBS)
 
+# The security tests run the real daemon as root against requesters and
+# hostile agents running as nobody (tests/security/).
+$(BUILD)/tests/%: tests/security/%.c $(BUILD)/libstackwatch.a \
+		$(BUILD)/obj/cli/http.o tests/integration/itest.h \
+		tests/security/sectest.h
+	@mkdir -p $(@D)
+	$(CC) $(SW_CFLAGS) -O0 -Itests/unit -Itests/integration -Itests/security \
+	    -o $@ $< $(BUILD)/obj/cli/http.o $(BUILD)/libstackwatch.a \
+	    $(SW_LDFLAGS) $(CURL_LIBS) $(SW_LIBS)
+
 # Fixtures are built without optimization so their frames and lines are
 # deterministic; -rdynamic exports sw_loader_depth so that a preloaded agent
 # shares the loader guard of the statically linked library.
@@ -210,7 +222,7 @@ $(BUILD)/bench/bench_target: tests/bench/bench_target.c tests/bench/shapes.h
 # The test of the daemon's pid namespace translation includes its source.
 $(BUILD)/tests/test_nspid: src/daemon/nspid.c src/daemon/nspid.h
 
-test-bins: all $(UNIT_BINS) $(IT_BINS) $(FIX_BINS) $(FUZZ_BINS)
+test-bins: all $(UNIT_BINS) $(IT_BINS) $(SEC_BINS) $(FIX_BINS) $(FUZZ_BINS)
 
 # libFuzzer targets: the decoders of everything that comes from outside.
 $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/model/wire.c src/model/dump.c \
@@ -260,11 +272,11 @@ tsan:
 	@$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
 	    SANITIZE=thread check
 
-ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(FIX_C) $(FIX_CXX) \
+ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(SEC_SRCS) $(FIX_C) $(FIX_CXX) \
          $(BENCH_SRCS) $(wildcard tests/fuzz/*.c) \
          $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c)
 ALL_H := $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/unit/*.h \
-         tests/integration/*.h)
+         tests/integration/*.h tests/security/*.h)
 
 lint:
 	@sh scripts/deps.sh lint

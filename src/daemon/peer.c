@@ -20,7 +20,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "model/procfs.h"
 #include "peer.h"
 
 #define DIAG_TIMEOUT_MS 200
@@ -225,23 +224,35 @@ bool peer_in_group(const struct peer *p, gid_t g)
 int peer_process_uids(pid_t pid, uid_t uids[3], bool *dumpable)
 {
 	char path[64], buf[4096], *line;
-	struct stat st;
 	unsigned long r, e, s;
+	struct stat st;
 	ssize_t n;
+	int fd;
 
+	/*
+	 * The file, not the directory: the kernel gives a process's /proc
+	 * files to root while it is not dumpable (the directory's owner
+	 * may still be the one it had when it was first looked up).
+	 */
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return -errno;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EINVAL;
+	buf[n] = '\0';
 	line = strstr(buf, "\nUid:");
 	if (!line || sscanf(line + 5, "%lu %lu %lu", &r, &e, &s) != 3)
 		return -EINVAL;
 	uids[0] = (uid_t)r;
 	uids[1] = (uid_t)e;
 	uids[2] = (uid_t)s;
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0)
-		return -errno;
 	*dumpable = st.st_uid == uids[1];
 	return 0;
 }

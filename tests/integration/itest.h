@@ -68,7 +68,7 @@ static inline long itest_now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
-/* Reads the daemon's log for "listening on http://127.0.0.1:PORT". */
+/* Reads the daemon's log for "listening on http://ADDR:PORT". */
 static inline int itest_find_port(const char *log)
 {
 	char line[512];
@@ -77,10 +77,15 @@ static inline int itest_find_port(const char *log)
 
 	if (!f)
 		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "listening on http://127.0.0.1:%d", &port) ==
-		    1)
+	while (fgets(line, sizeof(line), f)) {
+		const char *colon;
+
+		if (strncmp(line, "listening on http://", 20) != 0)
+			continue;
+		colon = strrchr(line, ':');
+		if (colon && sscanf(colon + 1, "%d", &port) == 1)
 			break;
+	}
 	fclose(f);
 	return port;
 }

@@ -1,0 +1,141 @@
+/*
+ * sectest.h - for the tests of tests/security/: the real daemon runs as
+ * root (these tests need root), and requests or hostile agents run as an
+ * unprivileged user, as `setpriv --reuid=65534 --regid=65534
+ * --clear-groups` would start them. Header only, on top of itest.h.
+ */
+#ifndef SW_SECTEST_H
+#define SW_SECTEST_H
+
+#include <grp.h>
+#include <sys/wait.h>
+
+#include "itest.h"
+
+#define SEC_NOBODY 65534
+
+/* Drops to uid and gid, with groups (n of them) as the only others. */
+static inline int sec_become(uid_t uid, gid_t gid, const gid_t *groups,
+			     size_t n)
+{
+	if (setgroups(n, groups) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0)
+		return -1;
+	return 0;
+}
+
+struct sec_answer {
+	int status; /* HTTP status, 0 when none came */
+	char body[65536];
+};
+
+/*
+ * GETs target as uid/gid (plus groups), in a child: over TCP at base_url,
+ * or over the unix socket path when unix_socket is not NULL. The token,
+ * when not NULL, goes with it.
+ */
+static inline void sec_get_as(uid_t uid, gid_t gid, const gid_t *groups,
+			      size_t ngroups, const char *base_url,
+			      const char *unix_socket, const char *token,
+			      const char *target, struct sec_answer *a)
+{
+	int p[2];
+	pid_t pid;
+	ssize_t n, got = 0;
+
+	memset(a, 0, sizeof(*a));
+	if (pipe(p) < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		struct http_opts o;
+		struct http_response r;
+		int status = 0;
+
+		close(p[0]);
+		if (sec_become(uid, gid, groups, ngroups) < 0)
+			_exit(1);
+		http_opts_init(&o);
+		o.token = token;
+		o.unix_socket = unix_socket;
+		memset(&r, 0, sizeof(r));
+		if (http_get(unix_socket ? "http://localhost" : base_url,
+			     target, &o, &r) == 0)
+			status = r.status;
+		(void)!write(p[1], &status, sizeof(status));
+		if (r.body)
+			(void)!write(p[1], r.body, r.body_len);
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], &a->status, sizeof(a->status)) != sizeof(a->status))
+		a->status = 0;
+	while ((n = read(p[0], a->body + got, sizeof(a->body) - 1 - got)) > 0)
+		got += n;
+	a->body[got] = '\0';
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+}
+
+/* The pids of a /api/v1/targets answer, at most max; -1 if it is not one. */
+static inline int sec_target_pids(const char *body, pid_t *out, int max)
+{
+	cJSON *j = cJSON_Parse(body), *t;
+	int n = 0;
+
+	if (!cJSON_IsArray(cJSON_GetObjectItem(j, "targets"))) {
+		cJSON_Delete(j);
+		return -1;
+	}
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "targets"))
+	{
+		cJSON *p = cJSON_GetObjectItem(t, "pid");
+
+		if (n < max && cJSON_IsNumber(p))
+			out[n++] = (pid_t)p->valuedouble;
+	}
+	cJSON_Delete(j);
+	return n;
+}
+
+static inline bool sec_has(const pid_t *pids, int n, pid_t pid)
+{
+	for (int i = 0; i < n; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Starts argv under the agent as uid/gid (no other groups), pointed at d.
+ * Its stdout in *out.
+ */
+static inline pid_t sec_spawn_as(const struct itest_daemon *d, uid_t uid,
+				 gid_t gid, char *const argv[], int *out)
+{
+	char agent[256];
+	int p[2];
+	pid_t pid;
+
+	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
+		 itest_target_build());
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		if (sec_become(uid, gid, NULL, 0) < 0)
+			_exit(126);
+		setenv("LD_PRELOAD", agent, 1);
+		setenv("STACKWATCH_SOCKET", d->sock, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	*out = p[0];
+	return pid;
+}
+
+#endif /* SW_SECTEST_H */
