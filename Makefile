@@ -18,7 +18,7 @@ PKG_CONFIG ?= pkg-config
 
 # libunwind is loaded at run time (src/collector/signal/unwind.c): headers
 # only here.
-LIB_PKGS  := libdw libcjson
+LIB_PKGS  := libdw liblzma libcjson
 PKGS      := libunwind $(LIB_PKGS) libmicrohttpd libsystemd libcurl
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
              -Wpointer-arith -Wvla -Wwrite-strings -Wformat=2
@@ -191,6 +191,14 @@ $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
 	    -o $@ $<
 
+# A shared object that lies about its build-id (see the file); the tests
+# patch the pattern in a copy.
+$(BUILD)/fixtures/stub.so: tests/fixtures/stub.so.c
+	@mkdir -p $(@D)
+	$(CC) -shared -fPIC -O0 -nostdlib \
+	    -Wl,--build-id=0x5357535455425354554253545542535455425354 \
+	    -o $@ $<
+
 # A program that links the shared library (and dlopens a copy of it):
 # the agent preloaded makes three collectors in one process.
 $(BUILD)/fixtures/two_collectors: tests/fixtures/two_collectors.c \
@@ -342,7 +350,7 @@ Description: the stack of every thread of the calling process, without stopping 
 Version: $(SW_VERSION_STR)
 Cflags: -I$${includedir}
 Libs: -L$${libdir} -lstackwatch
-Libs.private: -ldw -lelf -lcjson -ldl -pthread
+Libs.private: -ldw -lelf -llzma -lcjson -ldl -pthread
 endef
 export SW_PC
 

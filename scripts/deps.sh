@@ -7,7 +7,7 @@
 # nothing is missing.
 set -eu
 
-build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev \
+build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev liblzma-dev \
 libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev"
 # clang: the libFuzzer pass; prometheus: promtool checks /metrics;
 # strace: proves the daemon sends no signal; curl: the README's examples;

@@ -3,18 +3,21 @@
  * process really maps it (modfile.h).
  *
  * The module list comes from the agent and is untrusted: a hostile agent
- * could name /etc/shadow. So we never open the path it gives: we look up
- * which file the process maps over the module's address range in
- * /proc/PID/maps, and open that mapping's file: through
- * /proc/PID/map_files when we may (root), else by the kernel's path
- * (through /proc/PID/root when the target lives in another mount
- * namespace) with O_NOFOLLOW|O_NONBLOCK and the same device and inode as
- * the mapping. Only regular files up to 1 GiB. The symbolizer then checks
- * the build-id the agent sent against the file.
+ * could name /etc/shadow. So we never open the path it gives: we read the
+ * process's /proc/PID/maps once per dump (and use it only if the process
+ * pinned at registration is still there, so a reused pid lends nothing),
+ * find the file mapping that holds the module's start, and open that
+ * mapping's file: through /proc/PID/map_files when we may (root), else by
+ * the kernel's path (through /proc/PID/root when the target lives in
+ * another mount namespace) with O_NOFOLLOW|O_NONBLOCK and the same device
+ * and inode as the mapping. Only regular files up to 1 GiB. The
+ * symbolizer keys its sessions by the identity of the file so opened and
+ * checks the build-id the agent sent against the file's own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include "modfile.h"
+#include "stackwatch.h"
 
 #define MODFILE_MAX_SIZE (1ull << 30)
 #define MAPS_MAX (8u << 20)
@@ -50,47 +54,17 @@ bool modfile_parse_maps_line(char *line, struct mapping_info *mi)
 	return start < end;
 }
 
-/*
- * Finds the file mapping over [start, end) in /proc/PID/maps. The kernel's
- * path, not the agent's, is the one we open: the loader's name can differ
- * (/lib/... against /usr/lib/... on a merged /usr, a symlinked soname).
- * *path_out is malloc'd.
- */
-static int find_mapping(pid_t pid, uint64_t start, uint64_t end,
-			struct mapping_info *out, char **path_out)
+/* Whether the process pinned by pidfd is still there (-1: not pinned). */
+static bool still_there(int pidfd)
 {
-	char fname[64], *line = NULL;
-	size_t cap = 0, total = 0;
-	ssize_t len;
-	int rc = -ENOENT;
-	FILE *f;
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	f = fopen(fname, "re");
-	if (!f)
-		return -errno;
-	while ((len = getline(&line, &cap, f)) > 0) {
-		struct mapping_info mi;
-
-		total += (size_t)len;
-		if (total > MAPS_MAX)
-			break;
-		if (!modfile_parse_maps_line(line, &mi) || !mi.path ||
-		    mi.ino == 0 || mi.end <= start || mi.start >= end)
-			continue;
-		*path_out = strdup(mi.path);
-		if (!*path_out) {
-			rc = -ENOMEM;
-			break;
-		}
-		*out = mi;
-		out->path = NULL;
-		rc = 0;
-		break;
-	}
-	free(line);
-	fclose(f);
-	return rc;
+	if (pidfd < 0)
+		return true;
+	while (poll(&p, 1, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return !(p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
 static bool same_mount_ns(pid_t pid)
@@ -104,53 +78,133 @@ static bool same_mount_ns(pid_t pid)
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-static int check_file(int fd, const struct mapping_info *mi, bool check_id)
+int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out)
 {
-	struct stat st;
+	char fname[64], *line = NULL;
+	size_t cap = 0, total = 0;
+	ssize_t len;
+	int rc = 0;
+	FILE *f;
 
-	if (fstat(fd, &st) < 0)
+	memset(out, 0, sizeof(*out));
+	out->pid = pid;
+	out->pidfd = pidfd;
+	out->same_ns = same_mount_ns(pid);
+	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
+	f = fopen(fname, "re");
+	if (!f)
 		return -errno;
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > MODFILE_MAX_SIZE)
-		return -EINVAL;
-	if (check_id && (st.st_ino != mi->ino || st.st_dev != mi->dev))
-		return -EPERM;
-	return 0;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		struct mapping_info mi;
+		struct modfile_mapping *m;
+
+		total += (size_t)len;
+		if (total > MAPS_MAX) {
+			rc = SW_ETOOBIG;
+			break;
+		}
+		if (!modfile_parse_maps_line(line, &mi) || !mi.path ||
+		    mi.ino == 0)
+			continue;
+		if (out->n == out->cap) {
+			size_t ncap = out->cap ? 2 * out->cap : 64;
+			struct modfile_mapping *v =
+				realloc(out->v, ncap * sizeof(*v));
+
+			if (!v) {
+				rc = -ENOMEM;
+				break;
+			}
+			out->v = v;
+			out->cap = ncap;
+		}
+		m = &out->v[out->n];
+		m->start = mi.start;
+		m->end = mi.end;
+		m->dev = mi.dev;
+		m->ino = mi.ino;
+		m->path = strdup(mi.path);
+		if (!m->path) {
+			rc = -ENOMEM;
+			break;
+		}
+		out->n++;
+	}
+	free(line);
+	fclose(f);
+	/*
+	 * What was read is the pinned process's only if it is still there:
+	 * gone, its pid may name another process already.
+	 */
+	if (!rc && !still_there(pidfd))
+		rc = -ESRCH;
+	if (rc)
+		modfile_maps_release(out);
+	return rc;
 }
 
-int modfile_open(pid_t pid, const struct sw_module *m)
+void modfile_maps_release(struct modfile_maps *mm)
 {
-	struct mapping_info mi = { 0 };
-	char fname[4200], *path = NULL;
-	int fd, rc;
+	for (size_t i = 0; i < mm->n; i++)
+		free(mm->v[i].path);
+	free(mm->v);
+	mm->v = NULL;
+	mm->n = mm->cap = 0;
+}
 
-	rc = find_mapping(pid, m->start, m->end, &mi, &path);
-	if (rc < 0)
-		return rc;
-	/* Best: the mapping itself (needs CAP_SYS_ADMIN). */
-	snprintf(fname, sizeof(fname), "/proc/%d/map_files/%lx-%lx", (int)pid,
-		 (unsigned long)mi.start, (unsigned long)mi.end);
+/*
+ * The file mapping that holds m's start: a module's first segment is
+ * mapped from its file at its lowest address. Any claim that does not
+ * start inside a file mapping of the process names no file of it.
+ */
+static const struct modfile_mapping *mapping_of(const struct modfile_maps *mm,
+						const struct sw_module *m)
+{
+	for (size_t i = 0; i < mm->n; i++)
+		if (m->start >= mm->v[i].start && m->start < mm->v[i].end)
+			return &mm->v[i];
+	return NULL;
+}
+
+/* Opens mp's file: its map_files link (root), else its path checked. */
+static int open_mapping(const struct modfile_maps *mm,
+			const struct modfile_mapping *mp)
+{
+	char fname[4200];
+	struct stat st;
+	int fd;
+
+	snprintf(fname, sizeof(fname), "/proc/%d/map_files/%lx-%lx",
+		 (int)mm->pid, (unsigned long)mp->start,
+		 (unsigned long)mp->end);
 	fd = open(fname, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd >= 0) {
-		if (check_file(fd, &mi, false) == 0)
-			goto out;
-		close(fd);
-	}
-	if (same_mount_ns(pid))
-		snprintf(fname, sizeof(fname), "%s", path);
-	else
-		snprintf(fname, sizeof(fname), "/proc/%d/root%s", (int)pid,
-			 path);
-	fd = open(fname, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
-		fd = -errno;
-		goto out;
+		if (mm->same_ns)
+			snprintf(fname, sizeof(fname), "%s", mp->path);
+		else
+			snprintf(fname, sizeof(fname), "/proc/%d/root%s",
+				 (int)mm->pid, mp->path);
+		fd = open(fname,
+			  O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		if (fd < 0)
+			return -errno;
 	}
-	rc = check_file(fd, &mi, true);
-	if (rc < 0) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > MODFILE_MAX_SIZE || st.st_ino != mp->ino ||
+	    st.st_dev != mp->dev) {
 		close(fd);
-		fd = rc;
+		return -EPERM;
 	}
-out:
-	free(path);
+	if (!still_there(mm->pidfd)) {
+		close(fd);
+		return -ESRCH;
+	}
 	return fd;
+}
+
+int modfile_open(const struct modfile_maps *mm, const struct sw_module *m)
+{
+	const struct modfile_mapping *mp = mapping_of(mm, m);
+
+	return mp ? open_mapping(mm, mp) : -ENOENT;
 }

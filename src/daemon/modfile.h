@@ -25,12 +25,39 @@ struct mapping_info {
  */
 bool modfile_parse_maps_line(char *line, struct mapping_info *mi);
 
+/* One file mapping of a process, as /proc/PID/maps said. */
+struct modfile_mapping {
+	uint64_t start, end;
+	dev_t dev;
+	uint64_t ino;
+	char *path; /* the kernel's, owned */
+};
+
+/* The file mappings of a pinned process, read once per dump. */
+struct modfile_maps {
+	pid_t pid;
+	int pidfd; /* -1: not pinned (the daemon itself) */
+	bool same_ns;
+	struct modfile_mapping *v;
+	size_t n, cap;
+};
+
 /*
- * Opens the file behind module m of process pid, read-only, for the
- * symbolizer: only when pid maps that very file over m's range, only a
- * regular file of at most 1 GiB. Returns an fd the caller closes, or a
- * negative errno. Blocks briefly (reads /proc).
+ * Reads the file mappings of pid, and keeps them only if the process
+ * pinned by pidfd (-1: none) is still there afterwards. Returns 0, or a
+ * negative errno (-ESRCH: gone, SW_ETOOBIG: an 8 MiB maps file) with
+ * nothing to release. Blocks briefly (reads /proc).
  */
-int modfile_open(pid_t pid, const struct sw_module *m);
+int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out);
+void modfile_maps_release(struct modfile_maps *mm);
+
+/*
+ * Opens the file behind module m, read-only, for the symbolizer: the
+ * process's own file mapping at m's start (never m's path), a regular
+ * file of at most 1 GiB with the mapping's device and inode, while the
+ * pinned process is still there. Returns an fd the caller closes, or a
+ * negative errno (-ESRCH: gone). Blocks briefly.
+ */
+int modfile_open(const struct modfile_maps *mm, const struct sw_module *m);
 
 #endif /* SWD_MODFILE_H */

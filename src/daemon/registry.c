@@ -39,10 +39,15 @@ enum {
 	KIND_EXIT = 5, /* a target's pidfd: its process exited */
 };
 
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
+
 /* A connection that has not said HELLO yet. */
 struct pending {
 	int kind;
 	int fd;
+	int pidfd; /* the peer, pinned when it connected; -1: none */
 	pid_t pid;
 	uid_t uid;
 	uint64_t deadline_ms;
@@ -220,7 +225,40 @@ static void close_pending(struct registry *r, struct pending *p)
 		epoll_ctl(r->epfd, EPOLL_CTL_DEL, p->fd, NULL);
 		close(p->fd);
 	}
+	if (p->pidfd >= 0)
+		close(p->pidfd);
 	free(p);
+}
+
+/*
+ * The process behind an agent connection, pinned: the kernel's pidfd of
+ * the peer as it connected (SO_PEERPIDFD), else one opened right now for
+ * its pid. Every later look at /proc/PID for this target is checked
+ * against it, so a pid that is reused by another process never speaks
+ * for that process. -1 when neither is possible.
+ */
+static int pin_peer(int fd, pid_t pid)
+{
+	socklen_t len = sizeof(int);
+	int pidfd = -1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) == 0 &&
+	    pidfd >= 0)
+		return pidfd;
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Whether the process pinned by pidfd has not exited (yet). */
+static bool pinned_alive(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	if (pidfd < 0)
+		return false;
+	while (poll(&p, 1, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return !(p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
 static void accept_agents(struct registry *r)
@@ -255,8 +293,18 @@ static void accept_agents(struct registry *r)
 		}
 		p->kind = KIND_PENDING;
 		p->fd = fd;
+		p->pidfd = -1;
 		p->pid = cred.pid;
 		p->uid = cred.uid;
+		p->pidfd = pin_peer(fd, cred.pid);
+		if (p->pidfd < 0) {
+			log_info("refusing an agent connection from pid %d: "
+				 "its process cannot be pinned",
+				 (int)cred.pid);
+			close(fd);
+			free(p);
+			continue;
+		}
 		p->deadline_ms = now_ms() + REGISTRY_HELLO_MS;
 		ev.data.ptr = p;
 		if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -278,6 +326,17 @@ static void register_agent(struct registry *r, struct pending *p,
 	struct target *t;
 	int fd = p->fd;
 
+	/*
+	 * A process that is gone, or could not be pinned, is refused: its
+	 * pid may belong to another process by now, which this agent must
+	 * never speak for.
+	 */
+	if (!pinned_alive(p->pidfd)) {
+		log_info("refusing pid %d: the process that connected is gone",
+			 (int)p->pid);
+		close_pending(r, p);
+		return;
+	}
 	t = target_new(r, p->pid, p->uid, fd);
 	if (!t) {
 		close_pending(r, p);
@@ -289,7 +348,8 @@ static void register_agent(struct registry *r, struct pending *p,
 	t->signo = h->signo;
 	memcpy(t->comm, h->comm, sizeof(t->comm));
 	t->cmdline = strdup(h->cmdline);
-	t->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	t->pidfd = p->pidfd; /* handed over */
+	p->pidfd = -1;
 	/* The agent says its pid as its own pid namespace has it: one that
 	 * is not SO_PEERCRED's, like another namespace inode, means that
 	 * the tids of its dumps need translating. */

@@ -22,7 +22,7 @@ static int open_module(void *arg, const struct sw_module *m)
 {
 	struct stacks *s = arg;
 
-	return modfile_open(s->sym_pid, m);
+	return s->sym_maps ? modfile_open(s->sym_maps, m) : -ESRCH;
 }
 
 int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
@@ -74,7 +74,8 @@ int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 {
 	uint64_t start = clock_now_ns();
 	struct sw_dump *d = NULL;
-	int rc;
+	struct modfile_maps mm;
+	int rc, mrc;
 
 	*out = NULL;
 	rc = target_dump_raw(t, timeout_ms, &d);
@@ -90,10 +91,19 @@ int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 	atomic_store(&t->last_sample_ms,
 		     (uint64_t)d->collected_at.tv_sec * 1000 +
 			     (uint64_t)d->collected_at.tv_nsec / 1000000);
+	/*
+	 * Files are opened from the process's own mappings, read now and
+	 * kept only if the process pinned at registration is still there.
+	 */
+	mrc = symbols ? modfile_maps_read(t->pid, t->self ? -1 : t->pidfd, &mm)
+		      : -ENOENT;
 	pthread_mutex_lock(&s->sym_lock);
-	s->sym_pid = t->pid;
+	s->sym_maps = mrc == 0 ? &mm : NULL;
 	rc = sym_dump(s->sym, d, symbols);
+	s->sym_maps = NULL;
 	pthread_mutex_unlock(&s->sym_lock);
+	if (mrc == 0)
+		modfile_maps_release(&mm);
 	if (rc == 0)
 		rc = group_dump(d);
 	if (rc < 0) {

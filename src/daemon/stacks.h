@@ -23,6 +23,8 @@
 #include "registry.h"
 #include "symbols/symbolize.h"
 
+struct modfile_maps;
+
 /* Gives each target the service's state; for registry_start(). */
 extern const struct registry_hooks stacks_hooks;
 
@@ -60,7 +62,8 @@ struct stacks {
 	int stuck_after_s;
 	pthread_mutex_t sym_lock;
 	struct sym *sym;
-	pid_t sym_pid; /* whose modules are being opened; under sym_lock */
+	/* The mappings of the process being symbolized; under sym_lock. */
+	const struct modfile_maps *sym_maps;
 	struct stacks_metrics m;
 };
 

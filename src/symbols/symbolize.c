@@ -3,15 +3,30 @@
  * frames with function, source file:line and inlined frames, through
  * elfutils libdwfl.
  *
- * Each module gets its own libdwfl session, keyed by build-id (by path
- * when it has none) and reported at address 0, so that the module's
- * addresses are its link-time addresses and a lookup is done by offset
- * (ip minus load bias) whatever the process it came from: one session
- * serves every process that maps the same file. The file is opened
- * through the caller's open function and handed to libdwfl as an Elf read
- * with pread (ELF_C_READ), never mmapped, so a file truncated under us
- * cannot SIGBUS the daemon. Modules that fail to open are remembered and
- * retried only after SYM_RETRY_NS.
+ * Each file gets its own libdwfl session, reported at address 0, so that
+ * the module's addresses are its link-time addresses and a lookup is done
+ * by offset (ip minus load bias) whatever the process it came from: one
+ * session serves every process that maps the same file. Sessions are
+ * keyed by the identity of the file actually opened through the caller's
+ * open function (device, inode, size, mtime and ctime, from fstat), never
+ * by what a module claims: a file that merely claims another's build-id
+ * gets a session of its own, and a module whose claimed build-id is not
+ * its file's gets no symbols. The session holds the file open, so its
+ * inode cannot be reused while it lives.
+ *
+ * The file is handed to libdwfl as an Elf read with pread (ELF_C_READ),
+ * never mmapped, so a file truncated under us cannot SIGBUS the daemon.
+ * The files may be a hostile user's, so before libdwfl sees one it is
+ * checked for what would make libdw allocate without bound (compressed
+ * sections, MiniDebugInfo), and libdw never opens a path the file names:
+ * separate debug info and DWZ alternate files are found by build-id in
+ * the system's debug directory only, and a file with split DWARF units
+ * (whose .dwo paths libdw would open blindly) is used for its symbol
+ * table only.
+ *
+ * Sessions are kept least-recently-used, at most SYM_MODS_MAX; files
+ * that are no module we can read are remembered apart, at most
+ * SYM_FAILED_MAX, so that junk never pushes a good session out.
  *
  * Frames and their strings live in the dump's memory (dump_alloc()).
  * Within one dump each distinct ip is expanded once (its strings copied
@@ -21,17 +36,22 @@
  * not tens of thousands of allocations.
  *
  * A lookup (symrec.c, with the symbol index of symtab.c) gives a record of
- * the frames one address expands to. Records are cached per (session id,
- * looked-up offset) in an open addressing hash table; the cache is
- * bounded: past SYM_CACHE_MAX entries it is emptied. So is the session
- * table past SYM_MODS_MAX sessions, together with the cache.
+ * the frames one address expands to. Records are cached per session by
+ * looked-up offset in an open addressing hash table; the cache is bounded:
+ * past SYM_CACHE_MAX records in all, the session holding the most is
+ * emptied.
  */
 #define _GNU_SOURCE
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <lzma.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,12 +62,15 @@
 #include "symrec.h"
 #include "symtab.h"
 
-#define SYM_MAX_FILE_SIZE (1ULL << 30) /* default open: largest file */
-#define SYM_CACHE_MAX (1u << 18)       /* cached addresses; then emptied */
-#define SYM_CACHE_MIN_SLOTS 1024u      /* power of two */
-#define SYM_MODS_MAX 256	       /* sessions kept; then all are dropped */
-#define SYM_MOD_BUCKETS 256	       /* power of two */
-#define SYM_RETRY_NS (60ULL * 1000000000ULL) /* retry a failed module */
+#define SYM_MAX_FILE_SIZE (1ULL << 30)	/* largest file opened */
+#define SYM_MAX_INFLATED (512ULL << 20) /* compressed sections, inflated */
+#define SYM_MAX_MINIDEBUG (64ULL << 20) /* .gnu_debugdata, inflated */
+#define SYM_DEBUG_DIR "/usr/lib/debug"	/* separate debug info, by build-id */
+#define SYM_CACHE_MAX (1u << 18)	/* cached records, all sessions */
+#define SYM_CACHE_MIN_SLOTS 64u		/* power of two */
+#define SYM_MODS_MAX 256		/* sessions kept */
+#define SYM_FAILED_MAX 256		/* unreadable files remembered */
+#define SYM_MOD_BUCKETS 512		/* power of two */
 
 static const char in_loader[] = "[in dynamic loader]";
 static const char low_stack[] = "[stack nearly exhausted]";
@@ -57,34 +80,55 @@ static const char cut[] = "[unwinding stopped: memory not known to be mapped]";
 
 struct slot {
 	uint64_t off;
-	uint32_t mod; /* session id; 0 marks an empty slot */
-	struct symrec *rec;
+	struct symrec *rec; /* NULL marks an empty slot */
 };
 
-/* One module's libdwfl session, or the memory of a failure to open it. */
+/* What tells one file from another, as fstat says. */
+struct fileid {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	struct timespec ctime;
+};
+
+/* One file's libdwfl session, or the memory that it is none we can read. */
 struct symmod {
-	struct symmod *next; /* hash chain */
-	char *key;	     /* build-id hex, or "path:" + path */
-	uint32_t id;	     /* never reused: cache keys stay unambiguous */
-	Dwfl *dwfl;	     /* NULL when the module could not be read */
+	struct symmod *next;	      /* hash chain */
+	struct symmod *newer, *older; /* its list, most recently used first */
+	struct fileid fid;
+	uint64_t gen; /* the last dump that used it */
+	Dwfl *dwfl;   /* NULL when the file is no module we can read */
 	Dwfl_Module *mod;
+	bool dwarf;	    /* its DWARF may be used */
+	Dwarf *alt;	    /* its DWZ alternate file, ours; or NULL */
+	int alt_fd;	    /* -1 without */
 	struct symtab *tab; /* sorted symbols, built on the first lookup */
-	uint64_t failed_ns; /* CLOCK_MONOTONIC of the last failure */
+	uint8_t build_id[SW_BUILD_ID_MAX]; /* read from the file */
+	uint32_t build_id_len;
+	struct slot *slots; /* cached records by looked-up offset */
+	size_t nslots;	    /* power of two, or 0 before the first insert */
+	size_t nused;
 	/* Handed over to libdwfl by find_elf while the session opens. */
 	int fd;
 	Elf *elf;
-	const char *path;
+	char name[64]; /* libdwfl's name of the module: no path */
+};
+
+/* Sessions (or failures) from the most to the least recently used. */
+struct modlist {
+	struct symmod *newest, *oldest;
+	size_t n;
 };
 
 struct sym {
 	sym_open_fn open_fn;
 	void *open_arg;
 	struct symmod *buckets[SYM_MOD_BUCKETS];
-	size_t nmods;
-	uint32_t next_id;
-	struct slot *slots;
-	size_t nslots; /* power of two, or 0 before the first insert */
-	size_t nused;
+	struct modlist live;   /* sessions */
+	struct modlist failed; /* files that are no module we can read */
+	uint64_t gen;	       /* dumps so far */
+	size_t nrecs;	       /* records cached in all sessions */
 	uint64_t hits;
 	uint64_t misses;
 };
@@ -108,95 +152,104 @@ static uint64_t mix64(uint64_t x)
 	return x;
 }
 
-static size_t slot_of(uint32_t mod, uint64_t off, size_t nslots)
-{
-	return (size_t)mix64(off ^ ((uint64_t)mod << 40) ^ mod) & (nslots - 1);
-}
-
-/* The cached record of (mod, off), or NULL. */
-static struct symrec *cache_get(const struct sym *s, uint32_t mod, uint64_t off)
+/* The cached record of offset off in sm, or NULL. */
+static struct symrec *cache_get(const struct symmod *sm, uint64_t off)
 {
 	size_t i;
 
-	if (!s->nslots)
+	if (!sm->nslots)
 		return NULL;
-	for (i = slot_of(mod, off, s->nslots);; i = (i + 1) & (s->nslots - 1)) {
-		const struct slot *e = &s->slots[i];
+	for (i = (size_t)mix64(off) & (sm->nslots - 1);;
+	     i = (i + 1) & (sm->nslots - 1)) {
+		const struct slot *e = &sm->slots[i];
 
-		if (!e->mod)
+		if (!e->rec)
 			return NULL;
-		if (e->mod == mod && e->off == off)
+		if (e->off == off)
 			return e->rec;
 	}
 }
 
-/* Frees every record; keeps the table's allocation. */
-static void cache_clear(struct sym *s)
+/* Frees sm's records; keeps the table's allocation. */
+static void cache_clear(struct sym *s, struct symmod *sm)
 {
-	for (size_t i = 0; i < s->nslots; i++) {
-		free(s->slots[i].rec);
-		s->slots[i].rec = NULL;
-		s->slots[i].mod = 0;
+	for (size_t i = 0; i < sm->nslots; i++) {
+		free(sm->slots[i].rec);
+		sm->slots[i].rec = NULL;
 	}
-	s->nused = 0;
+	s->nrecs -= sm->nused;
+	sm->nused = 0;
 }
 
-/* Rehashes into a table of nslots (a power of two). 0 or -ENOMEM. */
-static int cache_resize(struct sym *s, size_t nslots)
+/* Rehashes sm's records into nslots (a power of two). 0 or -ENOMEM. */
+static int cache_resize(struct symmod *sm, size_t nslots)
 {
 	struct slot *t = calloc(nslots, sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
-	for (size_t i = 0; i < s->nslots; i++) {
-		const struct slot *e = &s->slots[i];
+	for (size_t i = 0; i < sm->nslots; i++) {
+		const struct slot *e = &sm->slots[i];
 		size_t j;
 
-		if (!e->mod)
+		if (!e->rec)
 			continue;
-		j = slot_of(e->mod, e->off, nslots);
-		while (t[j].mod)
+		j = (size_t)mix64(e->off) & (nslots - 1);
+		while (t[j].rec)
 			j = (j + 1) & (nslots - 1);
 		t[j] = *e;
 	}
-	free(s->slots);
-	s->slots = t;
-	s->nslots = nslots;
+	free(sm->slots);
+	sm->slots = t;
+	sm->nslots = nslots;
 	return 0;
 }
 
+/* The session holding the most records: the first to give them up. */
+static struct symmod *cache_biggest(const struct sym *s)
+{
+	struct symmod *big = s->live.newest;
+
+	for (struct symmod *sm = big; sm; sm = sm->older)
+		if (sm->nused > big->nused)
+			big = sm;
+	return big;
+}
+
 /*
- * Inserts rec (not yet present) and takes it over. Empties the cache
- * first when it holds SYM_CACHE_MAX entries; earlier records may be freed
- * then, never rec. Returns 0, or -ENOMEM with rec freed.
+ * Inserts rec (not yet present) into sm's records and takes it over. At
+ * SYM_CACHE_MAX records in all, the session that holds the most is
+ * emptied first (records of sm may be freed then, never rec), so one
+ * module with endless distinct addresses costs its own cache only.
+ * Returns 0, or -ENOMEM with rec freed.
  */
-static int cache_put(struct sym *s, uint32_t mod, uint64_t off,
+static int cache_put(struct sym *s, struct symmod *sm, uint64_t off,
 		     struct symrec *rec)
 {
 	size_t i;
 
-	if (s->nused >= SYM_CACHE_MAX)
-		cache_clear(s);
+	if (s->nrecs >= SYM_CACHE_MAX)
+		cache_clear(s, cache_biggest(s));
 	/* Load factor at most 1/2 keeps probe runs short. */
-	if (2 * (s->nused + 1) > s->nslots) {
-		size_t n = s->nslots ? 2 * s->nslots : SYM_CACHE_MIN_SLOTS;
+	if (2 * (sm->nused + 1) > sm->nslots) {
+		size_t n = sm->nslots ? 2 * sm->nslots : SYM_CACHE_MIN_SLOTS;
 
-		if (cache_resize(s, n)) {
+		if (cache_resize(sm, n)) {
 			free(rec);
 			return -ENOMEM;
 		}
 	}
-	i = slot_of(mod, off, s->nslots);
-	while (s->slots[i].mod)
-		i = (i + 1) & (s->nslots - 1);
-	s->slots[i].mod = mod;
-	s->slots[i].off = off;
-	s->slots[i].rec = rec;
-	s->nused++;
+	i = (size_t)mix64(off) & (sm->nslots - 1);
+	while (sm->slots[i].rec)
+		i = (i + 1) & (sm->nslots - 1);
+	sm->slots[i].off = off;
+	sm->slots[i].rec = rec;
+	sm->nused++;
+	s->nrecs++;
 	return 0;
 }
 
-/* ----------------------------------------------------------- sessions */
+/* ------------------------------------------------------- opening files */
 
 /*
  * The default sym_open_fn, for in-process use where module paths come
@@ -244,9 +297,55 @@ out_close:
 }
 
 /*
+ * Opens the system's separate debug file for a build-id
+ * (/usr/lib/debug/.build-id/xx/rest.debug, as Debian's -dbgsym packages
+ * install it, DWZ alternate files included), or returns -1. Never by a
+ * path a module names, which a hostile user could point into a directory
+ * of its own holding a FIFO (a symbolizer blocked for good) or a symlink
+ * to a file only root may read: the name must resolve inside the debug
+ * directory, and the file is opened without following a final symlink
+ * and without blocking, and must be regular and at most
+ * SYM_MAX_FILE_SIZE. On success *real is its resolved path (malloc'd)
+ * when real is not NULL.
+ */
+static int open_debug_by_id(const uint8_t *id, size_t n, char **real)
+{
+	static const char dir[] = SYM_DEBUG_DIR "/.build-id/";
+	char path[sizeof(dir) + 2 * SW_BUILD_ID_MAX + 16], *res, *p;
+	struct stat st;
+	int fd = -1;
+
+	if (n < 2 || n > SW_BUILD_ID_MAX)
+		return -1;
+	p = path + snprintf(path, sizeof(path), "%s%02x/", dir, id[0]);
+	for (size_t i = 1; i < n; i++)
+		p += snprintf(p, 3, "%02x", id[i]);
+	snprintf(p, 7, ".debug");
+	res = realpath(path, NULL);
+	if (!res || strncmp(res, SYM_DEBUG_DIR "/", sizeof(SYM_DEBUG_DIR)) != 0)
+		goto out;
+	fd = open(res, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		goto out;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > SYM_MAX_FILE_SIZE) {
+		close(fd);
+		fd = -1;
+		goto out;
+	}
+	if (real) {
+		*real = res;
+		res = NULL;
+	}
+out:
+	free(res);
+	return fd;
+}
+
+/*
  * libdwfl's find_elf callback: hands over the Elf and fd that
- * module_open() prepared (libdwfl owns them from here) and the file name,
- * from which it looks for separate debuginfo.
+ * module_open() prepared (libdwfl owns them from here), under our name
+ * for the module, which is no path.
  */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 		    Dwarf_Addr base, char **file_name, Elf **elfp)
@@ -259,7 +358,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 	(void)base;
 	if (!sm || sm->fd < 0 || !sm->elf)
 		return -1;
-	*file_name = strdup(sm->path);
+	*file_name = strdup(sm->name);
 	if (!*file_name)
 		return -1;
 	*elfp = sm->elf;
@@ -269,9 +368,35 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 	return fd;
 }
 
+/*
+ * libdwfl's find_debuginfo callback: separate debug information only by
+ * the build-id read from the module's own file, from the system's debug
+ * directory (open_debug_by_id()), never by a path or debuglink.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+			  const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n;
+
+	(void)userdata;
+	(void)modname;
+	(void)base;
+	(void)file_name;
+	(void)debuglink_file;
+	(void)debuglink_crc;
+	n = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (n <= 0)
+		return -1;
+	return open_debug_by_id(bits, (size_t)n, debuginfo_file_name);
+}
+
 static const Dwfl_Callbacks dwfl_callbacks = {
 	.find_elf = find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.find_debuginfo = find_debuginfo,
 	.section_address = dwfl_offline_section_address,
 	.debuginfo_path = NULL,
 };
@@ -311,13 +436,156 @@ static int elf_range(Elf *elf, uint64_t *lo, uint64_t *hi)
 	return 0;
 }
 
-/* Ends sm's session, if any, and frees what find_elf did not take. */
-static void module_close(struct symmod *sm)
+/*
+ * How many bytes an xz stream inflates to, decoded into a scratch buffer
+ * and given up past cap (then more than cap is returned). Costs up to
+ * about a second of CPU for a stream that reaches cap.
+ */
+static uint64_t xz_size(const void *p, size_t n, uint64_t cap)
 {
+	lzma_stream z = LZMA_STREAM_INIT;
+	static uint8_t out[1 << 16]; /* contents unused; callers serialize */
+	uint64_t total = 0;
+
+	if (lzma_stream_decoder(&z, 64u << 20, LZMA_CONCATENATED) != LZMA_OK)
+		return cap + 1;
+	z.next_in = p;
+	z.avail_in = n;
+	for (;;) {
+		lzma_ret r;
+
+		z.next_out = out;
+		z.avail_out = sizeof(out);
+		r = lzma_code(&z, LZMA_FINISH);
+		total += sizeof(out) - z.avail_out;
+		if (r == LZMA_STREAM_END)
+			break;
+		if (r != LZMA_OK || total > cap) {
+			total = cap + 1;
+			break;
+		}
+	}
+	lzma_end(&z);
+	return total;
+}
+
+/*
+ * Whether what libelf and libdwfl would inflate from elf stays bounded:
+ * compressed sections (SHF_COMPRESSED, or the old .zdebug ones) declare
+ * their size and are allocated at it, at most SYM_MAX_INFLATED in all;
+ * MiniDebugInfo (.gnu_debugdata, xz) declares nothing trustworthy and is
+ * inflated without a bound by libdwfl, so it is measured here first, at
+ * most SYM_MAX_MINIDEBUG.
+ */
+static bool inflation_bounded(Elf *elf)
+{
+	uint64_t total = 0;
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return true; /* no section names: nothing libdw will use */
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *raw;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (sh.sh_flags & SHF_COMPRESSED) {
+			GElf_Chdr ch;
+
+			if (!gelf_getchdr(scn, &ch) ||
+			    ch.ch_size > SYM_MAX_INFLATED)
+				return false;
+			total += ch.ch_size;
+		} else if (name && !strncmp(name, ".zdebug", 7)) {
+			const unsigned char *b;
+			uint64_t z = 0;
+
+			raw = elf_rawdata(scn, NULL);
+			if (!raw || raw->d_size < 12)
+				continue;
+			b = raw->d_buf;
+			if (memcmp(b, "ZLIB", 4))
+				continue;
+			for (int i = 4; i < 12; i++)
+				z = z << 8 | b[i];
+			if (z > SYM_MAX_INFLATED)
+				return false;
+			total += z;
+		} else if (name && !strcmp(name, ".gnu_debugdata")) {
+			raw = elf_rawdata(scn, NULL);
+			if (raw &&
+			    xz_size(raw->d_buf, raw->d_size,
+				    SYM_MAX_MINIDEBUG) > SYM_MAX_MINIDEBUG)
+				return false;
+		}
+		if (total > SYM_MAX_INFLATED)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Readies the module's DWARF so that libdw never opens a path the file
+ * names: its DWZ alternate file, if it has one, is found by build-id in
+ * the system's debug directory and set here (without it, DWARF is not
+ * used: libdw would try the path the file gives); a file with split
+ * DWARF skeleton units (libdw opens their .dwo paths as it meets them)
+ * is not used for DWARF either. Without usable DWARF the module still
+ * has its symbol table. Sets sm->dwarf. May block on file I/O.
+ */
+static void dwarf_prepare(struct symmod *sm)
+{
+	const char *altname;
+	const void *id;
+	Dwarf_Addr bias;
+	Dwarf_CU *cu = NULL;
+	Dwarf *dw;
+	ssize_t n;
+	uint8_t type;
+
+	sm->dwarf = false;
+	dw = dwfl_module_getdwarf(sm->mod, &bias);
+	if (!dw)
+		return;
+	n = dwelf_dwarf_gnu_debugaltlink(dw, &altname, &id);
+	if (n < 0)
+		return;
+	if (n > 0) {
+		sm->alt_fd = open_debug_by_id(id, (size_t)n, NULL);
+		if (sm->alt_fd < 0)
+			return;
+		sm->alt = dwarf_begin(sm->alt_fd, DWARF_C_READ);
+		if (!sm->alt)
+			return;
+		dwarf_setalt(dw, sm->alt);
+	}
+	while (dwarf_get_units(dw, cu, &cu, NULL, &type, NULL, NULL) == 0)
+		if (type == DW_UT_skeleton)
+			return;
+	sm->dwarf = true;
+}
+
+/* Ends sm's session, if any, and frees what find_elf did not take. */
+static void module_close(struct sym *s, struct symmod *sm)
+{
+	cache_clear(s, sm);
+	free(sm->slots);
+	sm->slots = NULL;
+	sm->nslots = 0;
 	if (sm->dwfl)
 		dwfl_end(sm->dwfl);
 	sm->dwfl = NULL;
 	sm->mod = NULL;
+	if (sm->alt)
+		dwarf_end(sm->alt);
+	sm->alt = NULL;
+	if (sm->alt_fd >= 0)
+		close(sm->alt_fd);
+	sm->alt_fd = -1;
 	symtab_free(sm->tab);
 	sm->tab = NULL;
 	if (sm->elf)
@@ -329,37 +597,33 @@ static void module_close(struct symmod *sm)
 }
 
 /*
- * Opens m's file through the open function and starts its libdwfl
- * session in sm. The file must be an ELF executable or shared object and,
- * when m has a build-id, carry the same one. Returns 0 or a negative
+ * Starts the libdwfl session of the file open in sm->fd (taken over),
+ * which must be an ELF executable or shared object whose inflated
+ * sections stay bounded. Reads its build-id. Returns 0 or a negative
  * errno (then sm has no session). May block on file I/O.
  */
-static int module_open(struct sym *s, struct symmod *sm,
-		       const struct sw_module *m)
+static int module_open(struct sym *s, struct symmod *sm)
 {
 	const unsigned char *bits;
 	GElf_Addr vaddr, bias;
 	uint64_t lo, hi;
 	void **ud;
-	int rc;
+	int rc, n;
 
-	sm->fd = s->open_fn(s->open_arg, m);
-	if (sm->fd < 0) {
-		rc = sm->fd;
-		sm->fd = -1;
-		return rc;
-	}
 	rc = -EINVAL;
 	sm->elf = elf_begin(sm->fd, ELF_C_READ, NULL);
-	if (!sm->elf || elf_range(sm->elf, &lo, &hi))
+	if (!sm->elf || elf_range(sm->elf, &lo, &hi) ||
+	    !inflation_bounded(sm->elf))
 		goto out_close;
 	rc = -ENOMEM;
 	sm->dwfl = dwfl_begin(&dwfl_callbacks);
 	if (!sm->dwfl)
 		goto out_close;
 	dwfl_report_begin(sm->dwfl);
-	sm->path = m->path;
-	sm->mod = dwfl_report_module(sm->dwfl, m->path, lo, hi);
+	snprintf(sm->name, sizeof(sm->name), "[file %llu:%llu]",
+		 (unsigned long long)sm->fid.dev,
+		 (unsigned long long)sm->fid.ino);
+	sm->mod = dwfl_report_module(sm->dwfl, sm->name, lo, hi);
 	if (!sm->mod || dwfl_report_end(sm->dwfl, NULL, NULL))
 		goto out_close;
 	dwfl_module_info(sm->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -367,122 +631,161 @@ static int module_open(struct sym *s, struct symmod *sm,
 	rc = -EINVAL;
 	if (!dwfl_module_getelf(sm->mod, &bias) || bias != 0)
 		goto out_close;
-	if (m->build_id_len) {
-		int n = dwfl_module_build_id(sm->mod, &bits, &vaddr);
-
-		if (n != (int)m->build_id_len ||
-		    memcmp(bits, m->build_id, m->build_id_len) != 0)
-			goto out_close;
+	n = dwfl_module_build_id(sm->mod, &bits, &vaddr);
+	if (n > 0 && n <= SW_BUILD_ID_MAX) {
+		memcpy(sm->build_id, bits, (size_t)n);
+		sm->build_id_len = (uint32_t)n;
 	}
-	sm->path = NULL;
+	dwarf_prepare(sm);
 	return 0;
 
 out_close:
-	sm->path = NULL;
-	module_close(sm);
+	module_close(s, sm);
 	return rc;
 }
 
-static uint64_t now_ns(void)
+static void fileid_of(const struct stat *st, struct fileid *fid)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	memset(fid, 0, sizeof(*fid));
+	fid->dev = st->st_dev;
+	fid->ino = st->st_ino;
+	fid->size = st->st_size;
+	fid->mtime = st->st_mtim;
+	fid->ctime = st->st_ctim;
 }
 
-/* FNV-1a, for the module table. */
-static size_t hash_str(const char *p)
+static bool fileid_eq(const struct fileid *a, const struct fileid *b)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (*p)
-		h = (h ^ (unsigned char)*p++) * 0x100000001b3ULL;
-	return (size_t)h;
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec &&
+	       a->ctime.tv_sec == b->ctime.tv_sec &&
+	       a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-/* m's session key: its build-id in hex, else "path:" and its path. */
-static char *module_key(const struct sw_module *m)
+static size_t fileid_bucket(const struct fileid *fid)
 {
-	static const char hex[] = "0123456789abcdef";
-	uint32_t n = m->build_id_len;
-	char *key;
+	uint64_t h = mix64((uint64_t)fid->dev ^ mix64((uint64_t)fid->ino));
 
-	if (!n) {
-		if (asprintf(&key, "path:%s", m->path ? m->path : "") < 0)
-			return NULL;
-		return key;
-	}
-	if (n > SW_BUILD_ID_MAX)
-		n = SW_BUILD_ID_MAX;
-	key = malloc(2 * n + 1);
-	if (!key)
-		return NULL;
-	for (uint32_t i = 0; i < n; i++) {
-		key[2 * i] = hex[m->build_id[i] >> 4];
-		key[2 * i + 1] = hex[m->build_id[i] & 15];
-	}
-	key[2 * n] = '\0';
-	return key;
+	h = mix64(h ^ (uint64_t)fid->size ^ (uint64_t)fid->mtime.tv_nsec);
+	return (size_t)mix64(h ^ (uint64_t)fid->ctime.tv_nsec) &
+	       (SYM_MOD_BUCKETS - 1);
 }
 
-/* Ends every session and empties the cache, whose keys name them. */
-static void modules_drop(struct sym *s)
+static void list_unlink(struct modlist *l, struct symmod *sm)
 {
-	for (size_t b = 0; b < SYM_MOD_BUCKETS; b++) {
-		struct symmod *sm = s->buckets[b], *next;
+	if (sm->newer)
+		sm->newer->older = sm->older;
+	else
+		l->newest = sm->older;
+	if (sm->older)
+		sm->older->newer = sm->newer;
+	else
+		l->oldest = sm->newer;
+	sm->newer = sm->older = NULL;
+	l->n--;
+}
 
-		for (; sm; sm = next) {
-			next = sm->next;
-			module_close(sm);
-			free(sm->key);
-			free(sm);
-		}
-		s->buckets[b] = NULL;
-	}
-	s->nmods = 0;
-	cache_clear(s);
+static void list_push(struct modlist *l, struct symmod *sm)
+{
+	sm->newer = NULL;
+	sm->older = l->newest;
+	if (l->newest)
+		l->newest->newer = sm;
+	else
+		l->oldest = sm;
+	l->newest = sm;
+	l->n++;
+}
+
+/* Ends sm, which is in list l, and forgets it. */
+static void module_evict(struct sym *s, struct modlist *l, struct symmod *sm)
+{
+	struct symmod **pp = &s->buckets[fileid_bucket(&sm->fid)];
+
+	while (*pp != sm)
+		pp = &(*pp)->next;
+	*pp = sm->next;
+	list_unlink(l, sm);
+	module_close(s, sm);
+	free(sm);
 }
 
 /*
- * The session of module m: found by key, or opened now. A module that
- * failed is retried once SYM_RETRY_NS have passed. Returns the entry
- * (whose dwfl is NULL when the module cannot be read), or NULL on out of
- * memory. May block on file I/O when it opens.
+ * Evicts the least recently used entries of l beyond max, but none that
+ * the dump in progress uses (its modules point to them).
  */
-static struct symmod *module_get(struct sym *s, const struct sw_module *m)
+static void list_trim(struct sym *s, struct modlist *l, size_t max)
 {
-	char *key = module_key(m);
-	struct symmod *sm;
-	size_t b;
+	while (l->n > max && l->oldest->gen != s->gen)
+		module_evict(s, l, l->oldest);
+}
 
-	if (!key)
-		return NULL;
-	b = hash_str(key) & (SYM_MOD_BUCKETS - 1);
+/*
+ * The session of module m for the dump in progress: its file is opened
+ * through the open function, found by identity or given a session now;
+ * a failed file is remembered as such. *out is NULL when the file cannot
+ * be opened or read as a module, or when m claims a build-id that is not
+ * its file's. Returns 0 or -ENOMEM. Blocks on file I/O.
+ */
+static int module_get(struct sym *s, const struct sw_module *m,
+		      struct symmod **out)
+{
+	struct fileid fid;
+	struct symmod *sm;
+	struct stat st;
+	size_t b;
+	int fd;
+
+	*out = NULL;
+	fd = s->open_fn(s->open_arg, m);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return 0;
+	}
+	fileid_of(&st, &fid);
+	b = fileid_bucket(&fid);
 	for (sm = s->buckets[b]; sm; sm = sm->next)
-		if (strcmp(sm->key, key) == 0)
+		if (fileid_eq(&sm->fid, &fid))
 			break;
 	if (sm) {
-		free(key);
-		if (!sm->dwfl && now_ns() - sm->failed_ns >= SYM_RETRY_NS &&
-		    module_open(s, sm, m))
-			sm->failed_ns = now_ns();
-		return sm;
+		struct modlist *l = sm->dwfl ? &s->live : &s->failed;
+
+		close(fd);
+		list_unlink(l, sm);
+		list_push(l, sm);
+		sm->gen = s->gen;
+	} else {
+		sm = calloc(1, sizeof(*sm));
+		if (!sm) {
+			close(fd);
+			return -ENOMEM;
+		}
+		sm->fid = fid;
+		sm->fd = fd;
+		sm->alt_fd = -1;
+		sm->gen = s->gen;
+		module_open(s, sm);
+		sm->next = s->buckets[b];
+		s->buckets[b] = sm;
+		if (sm->dwfl) {
+			list_push(&s->live, sm);
+			list_trim(s, &s->live, SYM_MODS_MAX);
+		} else {
+			list_push(&s->failed, sm);
+			list_trim(s, &s->failed, SYM_FAILED_MAX);
+		}
 	}
-	sm = calloc(1, sizeof(*sm));
-	if (!sm) {
-		free(key);
-		return NULL;
-	}
-	sm->key = key;
-	sm->fd = -1;
-	sm->id = s->next_id++;
-	if (module_open(s, sm, m))
-		sm->failed_ns = now_ns();
-	sm->next = s->buckets[b];
-	s->buckets[b] = sm;
-	s->nmods++;
-	return sm;
+	if (!sm->dwfl)
+		return 0;
+	if (m->build_id_len &&
+	    (m->build_id_len != sm->build_id_len ||
+	     memcmp(m->build_id, sm->build_id, sm->build_id_len) != 0))
+		return 0;
+	*out = sm;
+	return 0;
 }
 
 /* --------------------------------------------------------------- dump */
@@ -497,7 +800,6 @@ int sym_new(sym_open_fn open_fn, void *open_arg, struct sym **out)
 	elf_version(EV_CURRENT);
 	s->open_fn = open_fn ? open_fn : default_open;
 	s->open_arg = open_arg;
-	s->next_id = 1;
 	*out = s;
 	return 0;
 }
@@ -506,8 +808,11 @@ void sym_free(struct sym *s)
 {
 	if (!s)
 		return;
-	modules_drop(s);
-	free(s->slots);
+	s->gen++;
+	while (s->live.oldest)
+		module_evict(s, &s->live, s->live.oldest);
+	while (s->failed.oldest)
+		module_evict(s, &s->failed, s->failed.oldest);
 	free(s);
 }
 
@@ -519,6 +824,16 @@ uint64_t sym_cache_hits(const struct sym *s)
 uint64_t sym_cache_misses(const struct sym *s)
 {
 	return s->misses;
+}
+
+size_t sym_sessions(const struct sym *s)
+{
+	return s->live.n;
+}
+
+size_t sym_failed_files(const struct sym *s)
+{
+	return s->failed.n;
 }
 
 static int range_cmp(const void *a, const void *b)
@@ -651,6 +966,7 @@ struct symctx {
 	struct modrange *ranges; /* sorted by start */
 	size_t nranges;
 	struct symmod **mods; /* per dump module, resolved on first use */
+	bool *resolved;	      /* per dump module: mods[i] is known */
 	struct fvec runs;     /* the frames of the memoized ips */
 	struct ipmemo *memo;  /* open addressing, load at most 1/2 */
 	size_t nmemo;	      /* slots: 0 or a power of two */
@@ -683,30 +999,31 @@ static int expand_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
 	off = ip - c->d->modules[mi].bias;
 	if (!c->symbols)
 		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
-	sm = c->mods[mi];
-	if (!sm) {
-		sm = module_get(s, &c->d->modules[mi]);
-		if (!sm)
-			return -ENOMEM;
-		c->mods[mi] = sm;
+	if (!c->resolved[mi]) {
+		rc = module_get(s, &c->d->modules[mi], &c->mods[mi]);
+		if (rc)
+			return rc;
+		c->resolved[mi] = true;
 	}
-	if (!sm->dwfl)
+	sm = c->mods[mi];
+	if (!sm)
 		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
 	/* A return address points after the call: look the call up. */
 	addr = exact ? off : off - 1;
 	*looked_up = true;
-	rec = cache_get(s, sm->id, addr);
+	rec = cache_get(sm, addr);
 	if (rec) {
 		s->hits++;
 	} else {
 		s->misses++;
 		if (!sm->tab)
 			sm->tab = symtab_build(sm->mod); /* NULL: slow path */
-		rec = symrec_lookup(
-			sm->mod, symtab_name_at(sm->tab, sm->mod, addr), addr);
+		rec = symrec_lookup(sm->mod, sm->dwarf,
+				    symtab_name_at(sm->tab, sm->mod, addr),
+				    addr);
 		if (!rec)
 			return -ENOMEM;
-		rc = cache_put(s, sm->id, addr, rec);
+		rc = cache_put(s, sm, addr, rec);
 		if (rc)
 			return rc;
 	}
@@ -956,8 +1273,10 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 	struct symctx c = { .s = s, .d = d, .symbols = symbols };
 	int rc = -ENOMEM;
 
-	if (s->nmods > SYM_MODS_MAX)
-		modules_drop(s);
+	/* Sessions the last dumps used beyond the bounds go now. */
+	s->gen++;
+	list_trim(s, &s->live, SYM_MODS_MAX);
+	list_trim(s, &s->failed, SYM_FAILED_MAX);
 	for (size_t i = 0; i < d->nthreads; i++)
 		dump_thread_release_frames(&d->threads[i]);
 	dump_release_mem(d);
@@ -965,7 +1284,8 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 		c.ranges = malloc(d->nmodules * sizeof(*c.ranges));
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 		c.mods = calloc(d->nmodules, sizeof(struct symmod *));
-		if (!c.ranges || !c.mods)
+		c.resolved = calloc(d->nmodules, sizeof(bool));
+		if (!c.ranges || !c.mods || !c.resolved)
 			goto out_free;
 	}
 	for (size_t i = 0; i < d->nmodules; i++) {
@@ -997,6 +1317,7 @@ out_free:
 	free(c.tslots);
 	free(c.runs.f);
 	free(c.memo);
+	free(c.resolved);
 	free(c.mods);
 	free(c.ranges);
 	return rc;

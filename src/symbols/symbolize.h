@@ -2,16 +2,19 @@
  * symbolize.h - turns a dump's raw instruction pointers into frames with
  * function, source file, line and inlined frames, through elfutils libdwfl.
  *
- * One symbolizer is long-lived: it keeps one libdwfl session per module
- * (keyed by build-id, or by path when a module has none) and a cache of
- * results per (module key, looked-up offset), so a thousand threads with
- * the same stack cost one lookup and a restarted binary with another
- * build-id reuses nothing stale. It is not thread-safe: callers serialize.
+ * One symbolizer is long-lived: it keeps one libdwfl session per file
+ * (keyed by the identity of the file it opened: device, inode, size,
+ * mtime, ctime; never by what a module claims) and a cache of results per
+ * (session, looked-up offset), so a thousand threads with the same stack
+ * cost one lookup, a rebuilt binary reuses nothing stale, and a file that
+ * claims another's build-id shares nothing with it. Sessions are kept
+ * least-recently-used. It is not thread-safe: callers serialize.
  */
 #ifndef SW_SYMBOLIZE_H
 #define SW_SYMBOLIZE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model/dump.h"
@@ -19,11 +22,13 @@
 struct sym;
 
 /*
- * How the symbolizer opens a module's file. Returns an open read-only fd
- * the symbolizer owns, or a negative errno; NULL selects the default, which
- * opens m->path with O_RDONLY|O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and accepts
- * only a regular file of at most 1 GiB. The daemon passes one that also
- * checks the target really maps that file.
+ * How the symbolizer opens a module's file, once per dump that uses the
+ * module (the open file's identity selects the session). Returns an open
+ * read-only fd the symbolizer owns, or a negative errno; NULL selects the
+ * default, which opens m->path with O_RDONLY|O_CLOEXEC|O_NOFOLLOW|
+ * O_NONBLOCK and accepts only a regular file of at most 1 GiB. The daemon
+ * passes one that opens the file the target really maps at the module's
+ * start, never the module's path.
  */
 typedef int (*sym_open_fn)(void *arg, const struct sw_module *m);
 
@@ -54,5 +59,9 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols);
 /* Cache statistics since creation. */
 uint64_t sym_cache_hits(const struct sym *s);
 uint64_t sym_cache_misses(const struct sym *s);
+
+/* Sessions kept now, and files remembered as no module we can read. */
+size_t sym_sessions(const struct sym *s);
+size_t sym_failed_files(const struct sym *s);
 
 #endif /* SW_SYMBOLIZE_H */

@@ -327,8 +327,8 @@ static bool add_scopes(Dwfl_Module *mod, uint64_t addr, struct tmprec *r,
 }
 
 /* See symrec.h. */
-struct symrec *symrec_lookup(Dwfl_Module *mod, const char *symname_raw,
-			     uint64_t addr)
+struct symrec *symrec_lookup(Dwfl_Module *mod, bool dwarf,
+			     const char *symname_raw, uint64_t addr)
 {
 	struct tmprec r = { 0 };
 	Dwfl_Line *l;
@@ -336,13 +336,13 @@ struct symrec *symrec_lookup(Dwfl_Module *mod, const char *symname_raw,
 	int line = 0;
 
 	symname = dup_name(&r, symname_raw);
-	l = dwfl_module_getsrc(mod, addr);
+	l = dwarf ? dwfl_module_getsrc(mod, addr) : NULL;
 	if (l) {
 		const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
 
 		file = dup_path(&r, f, dwfl_line_comp_dir(l));
 	}
-	if (!add_scopes(mod, addr, &r, &symname, file, line))
+	if (!dwarf || !add_scopes(mod, addr, &r, &symname, file, line))
 		tmp_push(&r, symname, file, line, false);
 	else
 		free(symname);

@@ -33,12 +33,13 @@ struct symrec {
  * Looks up the link-time address addr of mod: the containing function is
  * named symname (the raw symbol-table name, NULL when there is none; the
  * DWARF name is used then), file:line comes from the line table and the
- * inlined frames from the DWARF scopes, as eu-stack -i finds them.
+ * inlined frames from the DWARF scopes, as eu-stack -i finds them. With
+ * dwarf false the module's DWARF is not touched: the frame is symname.
  * Returns a new record the caller frees with free(), or NULL on out of
  * memory. Costs tens of microseconds (more on a module's first use, when
  * its tables load): callers cache. May block on file I/O.
  */
-struct symrec *symrec_lookup(Dwfl_Module *mod, const char *symname,
+struct symrec *symrec_lookup(Dwfl_Module *mod, bool dwarf, const char *symname,
 			     uint64_t addr);
 
 /*

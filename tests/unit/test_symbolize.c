@@ -299,9 +299,15 @@ static void test_unreadable(void)
 	opens_before = opens;
 	TAP_OK(opens >= 2, "modules opened through the open function (%d)",
 	       opens);
+	TAP_OK(sym_sessions(s) == 1 && sym_failed_files(s) == 0,
+	       "one session; a file that cannot be opened is not kept "
+	       "(%zu, %zu)",
+	       sym_sessions(s), sym_failed_files(s));
 	TAP_OK(sym_dump(s, d, true) == 0, "second dump");
-	TAP_OK(opens == opens_before,
-	       "no module reopened, failed one not retried (%d opens)", opens);
+	TAP_OK(opens == 2 * opens_before && sym_sessions(s) == 1,
+	       "each dump opens its modules once, the session is reused "
+	       "(%d opens, %zu sessions)",
+	       opens, sym_sessions(s));
 	sw_dump_free(d);
 	sym_free(s);
 }
@@ -670,6 +676,237 @@ static void test_cost(void)
 	sw_dump_free(d);
 }
 
+/* ------------------------------------------- files that lie or abound */
+
+static char tmpdir[] = "/tmp/sw-symtest-XXXXXX";
+
+/* $BUILD/fixtures/stub.so, read whole into *len bytes (malloc'd). */
+static unsigned char *read_stub(size_t *len)
+{
+	const char *b = getenv("BUILD");
+	char path[4096];
+	unsigned char *buf;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/fixtures/stub.so", b ? b : "build");
+	f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	buf = malloc(1 << 20);
+	*len = buf ? fread(buf, 1, 1 << 20, f) : 0;
+	fclose(f);
+	return buf;
+}
+
+/* Writes len bytes to tmpdir/name; returns the path (static) or NULL. */
+static const char *write_tmp(const char *name, const void *p, size_t len)
+{
+	static char path[4200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	f = fopen(path, "wb");
+	if (!f)
+		return NULL;
+	if (fwrite(p, 1, len, f) != len) {
+		fclose(f);
+		return NULL;
+	}
+	fclose(f);
+	return path;
+}
+
+/*
+ * A dump of one thread in a module of the given file at base: the ip is
+ * inside the stub's POISONED (link-time 0x1000) when the file is a stub.
+ */
+static struct sw_dump *stub_dump(const char *path, uint64_t base,
+				 const uint8_t *id, uint32_t idlen)
+{
+	struct sw_dump *d = dump_new();
+	uint64_t ip = base + 0x1000;
+
+	add_module(d, path, base, base + (17 << 20), base, id, idlen);
+	d->nthreads = 1;
+	d->threads = calloc(1, sizeof(*d->threads));
+	d->threads[0].tid = 1;
+	d->threads[0].flags = SW_TF_FIRST_EXACT;
+	d->threads[0].nips = 1;
+	d->threads[0].ips = malloc(sizeof(uint64_t));
+	d->threads[0].ips[0] = ip;
+	d->threads[0].group = -1;
+	d->threads[0].unchanged_s = -1;
+	return d;
+}
+
+/* The function of the first frame of a dump's first thread, symbolized. */
+static const char *first_function(struct sym *s, struct sw_dump *d)
+{
+	if (sym_dump(s, d, true) || !d->threads[0].nframes)
+		return NULL;
+	return d->threads[0].frames[0].function;
+}
+
+/*
+ * A file claiming this program's build-id is not this program: the
+ * sessions are the files', whichever comes first, and each file's frames
+ * are its own.
+ */
+static void test_claimed_build_id(void)
+{
+	static const char pattern[] = "SWSTUBSTUBSTUBSTUBST";
+	unsigned char *stub, *at;
+	const struct sw_module *self;
+	struct sw_dump *real, *liar;
+	const char *path, *fn;
+	struct sym *s;
+	size_t len = 0;
+	int line, mi;
+	uint64_t ip = known_caller(&line);
+
+	real = make_dump(&ip, 1, 0);
+	mi = dump_find_module(real, ip);
+	stub = read_stub(&len);
+	at = stub ? memmem(stub, len, pattern, 20) : NULL;
+	TAP_OK(at && mi >= 0 && real->modules[mi].build_id_len == 20,
+	       "the stub and this program's 20-byte build-id");
+	if (!at || mi < 0 || real->modules[mi].build_id_len != 20)
+		goto out;
+	self = &real->modules[mi];
+	memcpy(at, self->build_id, 20);
+	path = write_tmp("liar.so", stub, len);
+	liar = stub_dump(path, 0x7e0000000000ull, self->build_id, 20);
+
+	/* The liar first: the old cache, keyed by build-id, kept its file. */
+	sym_new(NULL, NULL, &s);
+	fn = first_function(s, liar);
+	TAP_OK(fn && !strcmp(fn, "POISONED"),
+	       "the liar's own stack shows its own file (%s)", str(fn));
+	fn = first_function(s, real);
+	TAP_OK(fn && !strcmp(fn, "known_caller"),
+	       "this program's stack shows its own symbols after the liar's "
+	       "(%s)",
+	       str(fn));
+	TAP_OK(sym_sessions(s) == 2, "two files, two sessions (%zu)",
+	       sym_sessions(s));
+	sym_free(s);
+
+	/* This program first: the liar still gets nothing of it. */
+	sym_new(NULL, NULL, &s);
+	fn = first_function(s, real);
+	TAP_OK(fn && !strcmp(fn, "known_caller"), "this program first (%s)",
+	       str(fn));
+	fn = first_function(s, liar);
+	TAP_OK(fn && !strcmp(fn, "POISONED"),
+	       "then the liar: its own file, not this program (%s)", str(fn));
+	fn = first_function(s, real);
+	TAP_OK(fn && !strcmp(fn, "known_caller"), "and this program again (%s)",
+	       str(fn));
+	sym_free(s);
+	sw_dump_free(liar);
+out:
+	free(stub);
+	sw_dump_free(real);
+}
+
+/* Gives d one thread per module, at offset off into it. */
+static void thread_per_module(struct sw_dump *d, uint64_t off)
+{
+	d->threads = calloc(d->nmodules, sizeof(*d->threads));
+	d->nthreads = d->nmodules;
+	for (size_t i = 0; i < d->nmodules; i++) {
+		struct sw_thread *t = &d->threads[i];
+
+		t->tid = (pid_t)(i + 1);
+		t->flags = SW_TF_FIRST_EXACT;
+		t->group = -1;
+		t->unchanged_s = -1;
+		t->nips = 1;
+		t->ips = malloc(sizeof(uint64_t));
+		t->ips[0] = d->modules[i].start + off;
+	}
+}
+
+/*
+ * Hundreds of files in one dump: junk that is no ELF is remembered apart
+ * and never costs another module its session; real modules are kept
+ * least-recently-used, at most 256, and the one pushed out comes back
+ * right.
+ */
+static void test_many_files(void)
+{
+	enum { N = 300 };
+	struct sw_dump *junk = dump_new(), *elves = dump_new(), *real;
+	unsigned char *stub;
+	uint64_t misses, ip;
+	const char *fn;
+	struct sym *s;
+	size_t len = 0, poisoned = 0;
+	int line;
+	bool ok = true;
+
+	ip = known_caller(&line);
+	real = make_dump(&ip, 1, 0);
+	stub = read_stub(&len);
+	for (int i = 0; i < N && stub; i++) {
+		uint64_t base = 0x100000000000ull + (uint64_t)i * (32 << 20);
+		char name[32];
+		const char *path;
+
+		snprintf(name, sizeof(name), "junk%d", i);
+		path = write_tmp(name, name, strlen(name));
+		ok = ok && path;
+		if (path)
+			add_module(junk, path, base, base + 4096, base,
+				   (const uint8_t *)"\1\2\3\4\5\6\7\10", 8);
+		snprintf(name, sizeof(name), "elf%d.so", i);
+		path = write_tmp(name, stub, len);
+		ok = ok && path;
+		if (path)
+			add_module(elves, path, base, base + (17 << 20), base,
+				   NULL, 0);
+	}
+	free(stub);
+	TAP_OK(stub && ok, "%d junk files and %d ELF files", N, N);
+	if (!stub || !ok)
+		goto out;
+	thread_per_module(junk, 16);
+	thread_per_module(elves, 0x1000);
+
+	sym_new(NULL, NULL, &s);
+	fn = first_function(s, real);
+	misses = sym_cache_misses(s);
+	TAP_OK(fn && !strcmp(fn, "known_caller"), "this program (%s)", str(fn));
+	TAP_OK(sym_dump(s, junk, true) == 0, "a dump of %d junk modules", N);
+	fn = first_function(s, real);
+	TAP_OK(fn && !strcmp(fn, "known_caller") &&
+		       sym_cache_misses(s) == misses,
+	       "this program's session survived the junk: no new lookup "
+	       "(%s, %llu misses)",
+	       str(fn), (unsigned long long)(sym_cache_misses(s) - misses));
+	TAP_OK(sym_sessions(s) == 1 && sym_failed_files(s) <= 256,
+	       "junk remembered apart, at most 256 (%zu sessions, %zu junk)",
+	       sym_sessions(s), sym_failed_files(s));
+
+	TAP_OK(sym_dump(s, elves, true) == 0, "a dump of %d ELF modules", N);
+	for (size_t i = 0; i < elves->nthreads; i++)
+		poisoned += elves->threads[i].nframes &&
+			    elves->threads[i].frames[0].function &&
+			    !strcmp(elves->threads[i].frames[0].function,
+				    "POISONED");
+	TAP_OK(poisoned == N, "each ELF module symbolized (%zu)", poisoned);
+	fn = first_function(s, real);
+	TAP_OK(fn && !strcmp(fn, "known_caller"),
+	       "this program, pushed out, comes back right (%s)", str(fn));
+	TAP_OK(sym_sessions(s) <= 257, "sessions bounded (%zu)",
+	       sym_sessions(s));
+	sym_free(s);
+out:
+	sw_dump_free(junk);
+	sw_dump_free(elves);
+	sw_dump_free(real);
+}
+
 int main(void)
 {
 	struct sym *s;
@@ -688,6 +925,17 @@ int main(void)
 	test_unreadable();
 	test_many_ips();
 	test_build_id_mismatch();
+	if (mkdtemp(tmpdir)) {
+		test_claimed_build_id();
+		test_many_files();
+		char cmd[sizeof(tmpdir) + 16];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			TAP_NOTE("could not remove %s", tmpdir);
+	} else {
+		TAP_OK(false, "a temporary directory: %s", strerror(errno));
+	}
 	test_cost();
 	return tap_done();
 }
