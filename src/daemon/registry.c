@@ -47,7 +47,8 @@ enum {
 struct pending {
 	int kind;
 	int fd;
-	int pidfd; /* the peer, pinned when it connected; -1: none */
+	int pidfd;	/* the peer, pinned when it connected; -1: none */
+	uint64_t start; /* its start time then (/proc/PID/stat) */
 	pid_t pid;
 	uid_t uid;
 	uint64_t deadline_ms;
@@ -297,10 +298,12 @@ static void accept_agents(struct registry *r)
 		p->pid = cred.pid;
 		p->uid = cred.uid;
 		p->pidfd = pin_peer(fd, cred.pid);
-		if (p->pidfd < 0) {
-			log_info("refusing an agent connection from pid %d: "
-				 "its process cannot be pinned",
-				 (int)cred.pid);
+		if (p->pidfd < 0 || procfs_start_time(cred.pid, &p->start)) {
+			log_notice("refusing an agent connection from pid %d: "
+				   "its process cannot be pinned",
+				   (int)cred.pid);
+			if (p->pidfd >= 0)
+				close(p->pidfd);
 			close(fd);
 			free(p);
 			continue;
@@ -324,16 +327,19 @@ static void register_agent(struct registry *r, struct pending *p,
 {
 	struct epoll_event ev = { .events = EPOLLRDHUP };
 	struct target *t;
+	uint64_t start = 0;
 	int fd = p->fd;
 
 	/*
-	 * A process that is gone, or could not be pinned, is refused: its
-	 * pid may belong to another process by now, which this agent must
-	 * never speak for.
+	 * A process that is gone, or that is not the one pinned (another
+	 * start time under its pid), is refused: its pid may belong to
+	 * another process by now, which this agent must never speak for.
 	 */
-	if (!pinned_alive(p->pidfd)) {
-		log_info("refusing pid %d: the process that connected is gone",
-			 (int)p->pid);
+	if (!pinned_alive(p->pidfd) || procfs_start_time(p->pid, &start) ||
+	    start != p->start) {
+		log_notice(
+			"refusing pid %d: the process that connected is gone",
+			(int)p->pid);
 		close_pending(r, p);
 		return;
 	}

@@ -41,6 +41,7 @@ int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out)
 	int field;
 
 	out->sigpnd = 0;
+	out->start_ticks = 0;
 	open = memchr(buf, '(', len);
 	if (!open)
 		return SW_EFORMAT;
@@ -71,6 +72,33 @@ int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out)
 		else if (field == 15)
 			out->stime_ticks = v;
 	}
+	/* Then ... 22 starttime, left 0 when the line stops short. */
+	for (; field <= 22; field++) {
+		if (p >= end || *p != ' ')
+			return 0;
+		p++;
+		if (p < end && *p == '-')
+			p++;
+		if (!parse_u64(&p, end, &v))
+			return 0;
+	}
+	out->start_ticks = v;
+	return 0;
+}
+
+int procfs_start_time(pid_t pid, uint64_t *out)
+{
+	char path[64], buf[1024];
+	struct procfs_task t;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return (int)n;
+	if (procfs_parse_stat(buf, (size_t)n, &t) || !t.start_ticks)
+		return SW_EFORMAT;
+	*out = t.start_ticks;
 	return 0;
 }
 

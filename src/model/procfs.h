@@ -20,10 +20,18 @@ struct procfs_task {
 	uint64_t utime_ticks;
 	uint64_t stime_ticks;
 	uint64_t sigpnd; /* signals pending for the thread itself (status) */
+	uint64_t start_ticks; /* since boot; 0 when the line stops short */
 };
 
 /* Parses the text of /proc/PID/task/TID/stat. 0 or SW_EFORMAT. */
 int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out);
+
+/*
+ * The start time of process pid (clock ticks since boot, /proc/PID/stat):
+ * with the pid, what names one process for good. 0 or a negative errno
+ * (SW_EFORMAT for an unreadable line).
+ */
+int procfs_start_time(pid_t pid, uint64_t *out);
 
 /*
  * Points at the value of "KEY:" at the start of a line of a status file
