@@ -131,22 +131,36 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 	return ret;
 }
 
+/* A 500 for an answer that could not be made: never a 200 cut short. */
+static enum MHD_Result send_unrenderable(struct MHD_Connection *c)
+{
+	static const char msg[] =
+		"{\"error\":\"the answer could not be made: out of memory or "
+		"too large\",\"status\":500}\n";
+	char *body = strdup(msg);
+
+	if (!body)
+		return MHD_NO;
+	return send_body(c, MHD_HTTP_INTERNAL_SERVER_ERROR, QUERY_JSON, body,
+			 sizeof(msg) - 1);
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 				 cJSON *doc)
 {
-	char *s = cJSON_PrintUnformatted(doc);
+	char *s = doc ? cJSON_PrintUnformatted(doc) : NULL;
 	struct buf b;
 	char *body;
 
 	cJSON_Delete(doc);
 	if (!s)
-		return MHD_NO;
+		return send_unrenderable(c);
 	buf_init(&b, (size_t)1 << 30);
 	if (buf_adds(&b, s) < 0 || buf_adds(&b, "\n") < 0 ||
 	    buf_detach(&b, &body) < 0) {
 		buf_release(&b);
 		cJSON_free(s);
-		return MHD_NO;
+		return send_unrenderable(c);
 	}
 	cJSON_free(s);
 	return send_body(c, status, QUERY_JSON, body, strlen(body));
@@ -228,7 +242,7 @@ static unsigned status_of(int rc)
 		return MHD_HTTP_GATEWAY_TIMEOUT;
 	if (rc == -ECONNRESET)
 		return MHD_HTTP_BAD_GATEWAY;
-	if (rc == -ENOMEM)
+	if (rc == -ENOMEM || rc == STACKS_EHISTORY)
 		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	return MHD_HTTP_BAD_GATEWAY; /* the agent answered with an error */
 }
@@ -239,6 +253,17 @@ static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 		snprintf(buf, size, "pid %d did not answer in time", (int)pid);
 	else if (rc == -ECONNRESET)
 		snprintf(buf, size, "pid %d is gone or broke the protocol",
+			 (int)pid);
+	else if (rc == REGISTRY_EADDRS)
+		snprintf(buf, size,
+			 "pid %d sent a dump of more addresses than one dump "
+			 "of a user's process may hold (--max-dump-addresses)",
+			 (int)pid);
+	else if (rc == STACKS_EHISTORY)
+		snprintf(buf, size,
+			 "the dump of pid %d cannot be kept: its user's "
+			 "samples take all the memory allowed per user "
+			 "(--max-history-mib)",
 			 (int)pid);
 	else
 		snprintf(buf, size, "pid %d: %s", (int)pid, sw_strerror(rc));
@@ -275,98 +300,128 @@ static cJSON *error_object(pid_t pid, unsigned status, const char *why)
 }
 
 /*
- * The dump to render for t: the shared one (*sd, coalesced and rate
- * limited), or without symbols a private copy of it (*own). *d points at
- * whichever it is.
+ * The dump to render from sd: sd's own, or without symbols a private
+ * copy of it (*own, freed by the caller). *d points at whichever it is.
  */
-static int take_dump(struct http *h, struct target *t,
-		     const struct query_stacks *rq, struct sdump **sd,
-		     struct sw_dump **own, const struct sw_dump **d)
+static int view_of(struct http *h, const struct query_stacks *rq,
+		   const struct sdump *sd, struct sw_dump **own,
+		   const struct sw_dump **d)
 {
-	int rc = stacks_get(h->st, t, rq->timeout_ms, sd);
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	*d = (*sd)->d;
+	*own = NULL;
+	*d = sd->d;
 	if (rq->symbols)
 		return 0;
-	rc = stacks_unsymbolized(h->st, (*sd)->d, own);
-	sdump_put(*sd);
-	*sd = NULL;
+	rc = stacks_unsymbolized(h->st, sd->d, own);
 	*d = *own;
 	return rc;
 }
 
-/* Dumps every target of ts (n of them) and answers in rq's format. */
+/* Why a dump that was taken could not be rendered. */
+static const char *render_failure(int rc, char *buf, size_t size, pid_t pid)
+{
+	snprintf(buf, size, "cannot render the dump of pid %d: %s", (int)pid,
+		 rc == -ENOMEM	    ? "out of memory"
+		 : rc == SW_ETOOBIG ? "it is too large"
+				    : sw_strerror(rc));
+	return buf;
+}
+
+/*
+ * Dumps every target of ts (n of them; all at once under one deadline)
+ * and answers in rq's format. One target (!many) answers with its error
+ * status when its dump or its rendering fails; many answer 200 with an
+ * error entry for each target that failed.
+ */
 static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct query_stacks *rq,
 				     struct target **ts, size_t n, bool many)
 {
+	struct sdump **sds = calloc(n ? n : 1, sizeof(*sds));
+	int *rcs = calloc(n ? n : 1, sizeof(*rcs));
 	cJSON *doc = NULL, *arr = NULL;
+	enum MHD_Result ret = MHD_NO;
+	bool sent = false;
 	struct buf b;
 	char *body;
 
 	buf_init(&b, (size_t)1 << 30);
+	if (!sds || !rcs) {
+		ret = send_error(c, 500, rq->format, "out of memory");
+		goto out;
+	}
+	if (n == 1)
+		rcs[0] = stacks_get(h->st, ts[0], rq->timeout_ms, &sds[0]);
+	else
+		stacks_get_many(h->st, ts, n, rq->timeout_ms, sds, rcs);
 	if (rq->format == QUERY_JSON && many) {
 		doc = cJSON_CreateObject();
 		arr = cJSON_AddArrayToObject(doc, "processes");
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !sent; i++) {
 		const struct sw_dump *d = NULL;
-		struct sdump *sd = NULL;
 		struct sw_dump *own = NULL;
 		char why[256];
-		int rc = take_dump(h, ts[i], rq, &sd, &own, &d);
+		unsigned status = MHD_HTTP_OK;
+		int rc = rcs[i];
+		cJSON *one = NULL;
 
-		if (rc < 0 && !many) {
-			buf_release(&b);
-			return send_error(
-				c, status_of(rc), rq->format,
-				reason_of(rc, why, sizeof(why), ts[i]->pid));
+		if (rc == 0)
+			rc = view_of(h, rq, sds[i], &own, &d);
+		if (rc < 0) {
+			status = status_of(rc);
+			reason_of(rc, why, sizeof(why), ts[i]->pid);
+		} else {
+			rc = rq->format == QUERY_JSON
+				     ? render_json(d, &one)
+				     : render_one(&b, d, rq->format);
+			if (rc < 0) {
+				status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+				render_failure(rc, why, sizeof(why),
+					       ts[i]->pid);
+			}
+		}
+		sw_dump_free(own);
+		if (!many && (rc < 0 || rq->format == QUERY_JSON)) {
+			sent = true;
+			ret = rc < 0 ? send_error(c, status, rq->format, why)
+				     : send_json(c, MHD_HTTP_OK, one);
+			continue;
 		}
 		if (rq->format == QUERY_JSON) {
-			cJSON *one = NULL;
-
-			if (rc == 0)
-				rc = render_json(d, &one);
-			else
-				one = error_object(ts[i]->pid, status_of(rc),
-						   reason_of(rc, why,
-							     sizeof(why),
-							     ts[i]->pid));
-			sdump_put(sd);
-			sw_dump_free(own);
-			if (!many) {
-				buf_release(&b);
-				if (rc < 0 || !one)
-					return send_error(c, 500, QUERY_JSON,
-							  "out of memory");
-				return send_json(c, MHD_HTTP_OK, one);
-			}
+			if (rc < 0)
+				one = error_object(ts[i]->pid, status, why);
 			if (one)
 				cJSON_AddItemToArray(arr, one);
 			continue;
 		}
-		if (rc == 0) {
-			render_one(&b, d, rq->format);
-		} else if (rq->format == QUERY_TEXT) {
-			reason_of(rc, why, sizeof(why), ts[i]->pid);
+		if (rc < 0 && rq->format == QUERY_TEXT)
 			buf_addf(&b, "error: %s\n", why);
-		}
 		if (rq->format == QUERY_TEXT && i + 1 < n)
 			buf_adds(&b, "\n");
-		sdump_put(sd);
-		sw_dump_free(own);
 	}
+	if (sent)
+		goto out;
 	if (doc) {
-		buf_release(&b);
-		return send_json(c, MHD_HTTP_OK, doc);
+		ret = send_json(c, MHD_HTTP_OK, doc);
+		doc = NULL;
+		goto out;
 	}
 	if (buf_detach(&b, &body) < 0) {
-		buf_release(&b);
-		return send_error(c, 500, rq->format, "response too large");
+		ret = send_error(c, 500, rq->format,
+				 "the response is too large");
+		goto out;
 	}
-	return send_body(c, MHD_HTTP_OK, rq->format, body, strlen(body));
+	ret = send_body(c, MHD_HTTP_OK, rq->format, body, strlen(body));
+out:
+	buf_release(&b);
+	cJSON_Delete(doc);
+	for (size_t i = 0; sds && i < n; i++)
+		sdump_put(sds[i]);
+	free(sds);
+	free(rcs);
+	return ret;
 }
 
 /*

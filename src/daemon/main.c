@@ -19,6 +19,7 @@
 #include "collector/signal/handler.h"
 #include "http.h"
 #include "log.h"
+#include "model/clock.h"
 #include "notify.h"
 #include "options.h"
 #include "registry.h"
@@ -48,6 +49,15 @@ static int wait_for_stop(const sigset_t *set)
 		}
 		return sig;
 	}
+}
+
+/* A symbolization this long is stuck, not slow: past any budget. */
+#define SYM_STUCK_NS (30ull * 1000000000ull)
+
+/* For the watchdog: the symbolizer makes progress. */
+static bool healthy(void *arg)
+{
+	return !stacks_sym_stuck(arg, clock_now_ns(), SYM_STUCK_NS);
 }
 
 int main(int argc, char **argv)
@@ -93,6 +103,10 @@ int main(int argc, char **argv)
 			sw_strerror(rc));
 		return 1;
 	}
+	registry_set_limits(&(struct registry_limits){
+		.max_targets_per_user = o.max_targets_per_user,
+		.max_dump_addresses = o.max_dump_addresses,
+	});
 	rc = registry_start(o.agent_socket, &stacks_hooks, &reg);
 	if (rc < 0) {
 		fprintf(stderr,
@@ -106,6 +120,9 @@ int main(int argc, char **argv)
 		registry_stop(reg);
 		return 1;
 	}
+	stacks_set_limits(&st, o.symbolize_budget_ms,
+			  (size_t)o.max_history_mib << 20);
+	notify_set_health(healthy, &st);
 	rc = sched_start(reg, &st, o.sample_interval_ms, o.timeout_ms, &sched);
 	if (rc < 0) {
 		fprintf(stderr, "stackwatchd: cannot start sampling: %s\n",

@@ -28,6 +28,15 @@ static bool enabled;		      /* NOTIFY_SOCKET set; written by init */
 static uint64_t watchdog_usec;	      /* 0: no watchdog; written by init */
 static _Atomic uint64_t last_ping_us; /* CLOCK_MONOTONIC of the last one */
 static _Atomic bool pinged_outside;   /* notify_watchdog() was called */
+static bool (*health_fn)(void *);     /* written before notify_ready() */
+static void *health_arg;
+static _Atomic bool unhealthy_said; /* logged once per spell */
+
+void notify_set_health(bool (*healthy)(void *arg), void *arg)
+{
+	health_fn = healthy;
+	health_arg = arg;
+}
 
 static struct {
 	pthread_t thread;
@@ -68,6 +77,13 @@ static void ping(void)
 
 	if (last && now - last < watchdog_usec / 2)
 		return;
+	if (health_fn && !health_fn(health_arg)) {
+		if (!atomic_exchange(&unhealthy_said, true))
+			log_warn("not feeding the systemd watchdog: the "
+				 "symbolizer makes no progress");
+		return;
+	}
+	atomic_store(&unhealthy_said, false);
 	/* Whoever wins the exchange sends; the others had nothing to do. */
 	if (!atomic_compare_exchange_strong(&last_ping_us, &last, now))
 		return;

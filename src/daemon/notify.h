@@ -11,6 +11,8 @@
 #ifndef SWD_NOTIFY_H
 #define SWD_NOTIFY_H
 
+#include <stdbool.h>
+
 #include "registry.h"
 
 /*
@@ -49,5 +51,14 @@ void notify_stopping(void);
  * its own; from the first call on, only callers of this function do.
  */
 void notify_watchdog(void);
+
+/*
+ * A check every ping must pass first (NULL: none): the daemon's other
+ * parts that can wedge (the symbolizer) say whether they make progress,
+ * so that a daemon stuck there gets no WATCHDOG=1 and systemd restarts
+ * it. Called from the pinging thread; must be cheap and never block.
+ * Set it before notify_ready().
+ */
+void notify_set_health(bool (*healthy)(void *arg), void *arg);
 
 #endif /* SWD_NOTIFY_H */

@@ -42,6 +42,13 @@ static const char usage[] =
 	"  --timeout MS            deadline of one dump (default 1000)\n"
 	"  --max-dump-rate N       dumps per target per second (default 30)\n"
 	"  --history N             samples kept per target (default 60)\n"
+	"  --max-targets-per-user N\n"
+	"                          registered processes per user, root\n"
+	"                          aside (default 256)\n"
+	"  --max-dump-addresses N  addresses in one dump of a user's process,\n"
+	"                          root's aside (default 1048576)\n"
+	"  --max-history-mib N     MiB of samples kept per user (default 256)\n"
+	"  --symbolize-budget MS   symbolizing time of one dump (default 500)\n"
 	"  --config FILE           key = value settings (default\n"
 	"                          " DEFAULT_CONFIG " when present)\n"
 	"  --log-level LEVEL       error, warning, notice, info or debug\n"
@@ -60,6 +67,10 @@ enum {
 	O_TIMEOUT,
 	O_RATE,
 	O_HISTORY,
+	O_MAX_TARGETS,
+	O_MAX_ADDRS,
+	O_MAX_HISTORY,
+	O_SYM_BUDGET,
 	O_CONFIG,
 	O_LOG_LEVEL,
 	O_VERSION,
@@ -78,6 +89,10 @@ static const struct option longopts[] = {
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
 	{ "max-dump-rate", required_argument, NULL, O_RATE },
 	{ "history", required_argument, NULL, O_HISTORY },
+	{ "max-targets-per-user", required_argument, NULL, O_MAX_TARGETS },
+	{ "max-dump-addresses", required_argument, NULL, O_MAX_ADDRS },
+	{ "max-history-mib", required_argument, NULL, O_MAX_HISTORY },
+	{ "symbolize-budget", required_argument, NULL, O_SYM_BUDGET },
 	{ "config", required_argument, NULL, O_CONFIG },
 	{ "log-level", required_argument, NULL, O_LOG_LEVEL },
 	{ "version", no_argument, NULL, O_VERSION },
@@ -174,6 +189,14 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_int(val, 1, 1000, &o->max_dump_rate);
 	case O_HISTORY:
 		return parse_int(val, 1, 10000, &o->history);
+	case O_MAX_TARGETS:
+		return parse_int(val, 1, 4096, &o->max_targets_per_user);
+	case O_MAX_ADDRS:
+		return parse_int(val, 1000, 16777216, &o->max_dump_addresses);
+	case O_MAX_HISTORY:
+		return parse_int(val, 1, 1048576, &o->max_history_mib);
+	case O_SYM_BUDGET:
+		return parse_int(val, 10, 60000, &o->symbolize_budget_ms);
 	case O_LOG_LEVEL:
 		if (log_parse_level(val, &lvl) < 0)
 			return -EINVAL;
@@ -225,6 +248,14 @@ static const char *expected(int key)
 		return "a number, 1 to 1000";
 	case O_HISTORY:
 		return "a number, 1 to 10000";
+	case O_MAX_TARGETS:
+		return "a number, 1 to 4096";
+	case O_MAX_ADDRS:
+		return "a number, 1000 to 16777216";
+	case O_MAX_HISTORY:
+		return "MiB, 1 to 1048576";
+	case O_SYM_BUDGET:
+		return "milliseconds, 10 to 60000";
 	case O_LOG_LEVEL:
 		return "error, warning, notice, info or debug";
 	default:
@@ -358,6 +389,10 @@ static void set_defaults(struct options *o)
 	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;
 	o->max_dump_rate = 30;
 	o->history = 60;
+	o->max_targets_per_user = 256;
+	o->max_dump_addresses = 1 << 20;
+	o->max_history_mib = 256;
+	o->symbolize_budget_ms = 500;
 	o->log_level = LOG_LVL_NOTICE;
 }
 

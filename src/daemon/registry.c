@@ -75,6 +75,19 @@ struct registry {
 	const struct registry_hooks *hooks;
 };
 
+/*
+ * What one user may cost, root aside (registry_set_limits()); read by
+ * every dumping thread, so atomics and not the registry's lock.
+ */
+static _Atomic int max_targets_per_user = 256;
+static _Atomic int max_dump_addresses = 1 << 20;
+
+void registry_set_limits(const struct registry_limits *l)
+{
+	atomic_store(&max_targets_per_user, l->max_targets_per_user);
+	atomic_store(&max_dump_addresses, l->max_dump_addresses);
+}
+
 static uint64_t now_ms(void)
 {
 	return clock_now_ns() / 1000000u;
@@ -189,19 +202,32 @@ static void bury(struct registry *r)
 	}
 }
 
+/*
+ * Adds t, replacing an older connection of the same process. Returns 0,
+ * -ENOSPC when the registry is full, or -EDQUOT when t's user (root
+ * aside) has max_targets_per_user targets already.
+ */
 static int add_target(struct registry *r, struct target *t)
 {
-	struct target *old;
+	struct target *old = NULL, *o;
+	int same_uid = 0;
 
 	pthread_mutex_lock(&r->lock);
-	if (r->ntargets >= REGISTRY_MAX_TARGETS) {
+	/* A process registers once; a new connection replaces the old. */
+	for (o = r->targets; o; o = o->next) {
+		if (o->pid == t->pid && !o->self)
+			old = o;
+		else if (o->uid == t->uid && !o->self)
+			same_uid++;
+	}
+	if (t->uid != 0 && same_uid >= atomic_load(&max_targets_per_user)) {
+		pthread_mutex_unlock(&r->lock);
+		return -EDQUOT;
+	}
+	if (r->ntargets - (old != NULL) >= REGISTRY_MAX_TARGETS) {
 		pthread_mutex_unlock(&r->lock);
 		return -ENOSPC;
 	}
-	/* A process registers once; a new connection replaces the old. */
-	for (old = r->targets; old; old = old->next)
-		if (old->pid == t->pid && !old->self)
-			break;
 	if (old)
 		unlink_target(r, old);
 	t->next = r->targets;
@@ -328,7 +354,7 @@ static void register_agent(struct registry *r, struct pending *p,
 	struct epoll_event ev = { .events = EPOLLRDHUP };
 	struct target *t;
 	uint64_t start = 0;
-	int fd = p->fd;
+	int fd = p->fd, rc;
 
 	/*
 	 * A process that is gone, or that is not the one pinned (another
@@ -362,9 +388,21 @@ static void register_agent(struct registry *r, struct pending *p,
 	t->foreign_ns = h->pid != p->pid || nspid_foreign(p->pid);
 	close_pending(r, p); /* its fd is -1 now: only the entry goes */
 	ev.data.ptr = t;
+	rc = -ENOMEM;
 	if (!t->cmdline || epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ||
-	    add_target(r, t) < 0) {
-		log_warn("cannot register pid %d", (int)t->pid);
+	    (rc = add_target(r, t)) < 0) {
+		if (rc == -EDQUOT)
+			log_notice("refusing pid %d (%s) of uid %d: that user "
+				   "has %d registered processes already "
+				   "(--max-targets-per-user)",
+				   (int)t->pid, t->comm, (int)t->uid,
+				   atomic_load(&max_targets_per_user));
+		else if (rc == -ENOSPC)
+			log_warn("refusing pid %d: %d processes are "
+				 "registered already",
+				 (int)t->pid, REGISTRY_MAX_TARGETS);
+		else
+			log_warn("cannot register pid %d", (int)t->pid);
 		target_put(t);
 		return;
 	}
@@ -683,6 +721,17 @@ size_t registry_count(struct registry *r)
 	return n;
 }
 
+size_t registry_count_uid(struct registry *r, uid_t uid)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (const struct target *t = r->targets; t; t = t->next)
+		n += t->uid == uid;
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
 /* Sends all of buf before the deadline. */
 static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
 {
@@ -730,10 +779,29 @@ static void consume(struct target *t, size_t n)
 	t->rx_len -= n;
 }
 
-/* Reads what is there, growing rx toward need. */
+/*
+ * Reads what is there, growing rx toward need; first throws away what is
+ * left of a message given up on (rx_skip).
+ */
 static int receive(struct target *t, size_t need)
 {
 	ssize_t n;
+
+	if (t->rx_skip) {
+		uint8_t junk[16384];
+		size_t want =
+			t->rx_skip < sizeof(junk) ? t->rx_skip : sizeof(junk);
+
+		n = read(t->fd, junk, want);
+		if (n < 0)
+			return (errno == EAGAIN || errno == EINTR)
+				       ? 0
+				       : -ECONNRESET;
+		if (n == 0)
+			return -ECONNRESET;
+		t->rx_skip -= (size_t)n;
+		return 0;
+	}
 
 	if (need > t->rx_cap) {
 		/* Grow with what arrives, not with what is announced. */
@@ -768,11 +836,11 @@ static int await_answer(struct target *t, uint32_t seq, uint64_t deadline,
 	for (;;) {
 		struct pollfd pf = { .fd = t->fd, .events = POLLIN };
 		struct wire_hdr h;
-		size_t need;
+		size_t need = WIRE_HDR_SIZE;
 		uint64_t now;
 		int rc, status;
 
-		rc = whole_message(t, &h, &need);
+		rc = t->rx_skip ? 0 : whole_message(t, &h, &need);
 		if (rc < 0)
 			return -ECONNRESET;
 		if (rc == 1 && h.type == WIRE_SIGNAL) {
@@ -845,6 +913,33 @@ static int translate_tids(struct target *t, struct sw_dump **out)
 	return rc == -ESRCH ? -ECONNRESET : rc;
 }
 
+/*
+ * After a request given up on: the message half received is dropped and
+ * its rest thrown away as it arrives (rx_skip), so that a peer that stops
+ * in the middle of 64 MiB does not keep them here.
+ */
+static void drop_partial(struct target *t)
+{
+	struct wire_hdr h;
+
+	if (t->rx_len < WIRE_HDR_SIZE || wire_parse_hdr(t->rx, &h) < 0)
+		return;
+	if (t->rx_len < WIRE_HDR_SIZE + (size_t)h.length) {
+		t->rx_skip = WIRE_HDR_SIZE + (size_t)h.length - t->rx_len;
+		t->rx_len = 0;
+	}
+}
+
+/* The addresses of a raw dump, all threads together. */
+static size_t dump_addresses(const struct sw_dump *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->nthreads; i++)
+		n += d->threads[i].nips;
+	return n;
+}
+
 int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 {
 	struct wire_dump_req req = { .timeout_ms = (uint32_t)timeout_ms,
@@ -867,6 +962,20 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 	wire_out_release(&o);
 	if (rc == 0)
 		rc = await_answer(t, t->seq, deadline, out);
+	if (rc == -ETIMEDOUT)
+		drop_partial(t);
+	if (rc == 0 && t->uid != 0 &&
+	    dump_addresses(*out) > (size_t)atomic_load(&max_dump_addresses)) {
+		log_notice("pid %d (%s) of uid %d sent a dump of %zu "
+			   "addresses, more than the %d allowed "
+			   "(--max-dump-addresses)",
+			   (int)t->pid, t->comm, (int)t->uid,
+			   dump_addresses(*out),
+			   atomic_load(&max_dump_addresses));
+		sw_dump_free(*out);
+		*out = NULL;
+		rc = REGISTRY_EADDRS;
+	}
 	if (rc == 0 && t->foreign_ns)
 		rc = translate_tids(t, out);
 	if (rc == -ECONNRESET) {
@@ -875,7 +984,7 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 		shutdown(t->fd, SHUT_RDWR);
 	}
 	/* Keep a large buffer only while it is in use. */
-	if (t->rx_len == 0 && t->rx_cap > (1u << 20)) {
+	if (t->rx_len == 0 && t->rx_cap > (64u << 10)) {
 		free(t->rx);
 		t->rx = NULL;
 		t->rx_cap = 0;

@@ -56,6 +56,7 @@ struct target {
 	uint8_t *rx; /* bytes received, not yet consumed; under io_lock */
 	size_t rx_len;
 	size_t rx_cap;
+	size_t rx_skip;	     /* bytes of a message given up on, still to come */
 	struct target *next; /* registry list */
 };
 
@@ -97,6 +98,21 @@ void registry_put_all(struct target **ts, size_t n);
 /* Number of registered targets, the daemon included. */
 size_t registry_count(struct registry *r);
 
+/* Number of registered targets of uid. */
+size_t registry_count_uid(struct registry *r, uid_t uid);
+
+/* What one user may cost; root's processes are not counted or capped. */
+struct registry_limits {
+	int max_targets_per_user; /* more registrations are refused */
+	int max_dump_addresses;	  /* a dump with more is refused */
+};
+
+/* Sets the limits for every registry (defaults: 256, 1048576). */
+void registry_set_limits(const struct registry_limits *l);
+
+/* A dump of more addresses than max_dump_addresses allows. */
+#define REGISTRY_EADDRS (-21001)
+
 void target_get(struct target *t);
 void target_put(struct target *t);
 
@@ -109,7 +125,11 @@ bool target_alive(const struct target *t);
  * raw dump, -ETIMEDOUT when the agent did not answer in time (a late answer
  * is discarded when the next request reads past it), -ECONNRESET when the
  * agent is gone or broke the protocol (it is then dropped), or the agent's
- * own error (SW_EHANDLER...). For a target in another pid namespace the
+ * own error (SW_EHANDLER...), or REGISTRY_EADDRS for a dump of a
+ * process of a user other than root with more addresses than allowed.
+ * A message half received when the deadline passes is dropped at once
+ * and its rest discarded as it comes. For a target in another pid
+ * namespace the
  * thread ids of *out are the daemon's (nspid.h). Serialized per target;
  * blocks.
  */

@@ -33,7 +33,10 @@ int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 	s->min_interval_ns = 1000000000ull / (uint64_t)max_dump_rate;
 	s->history = history > 0 ? (size_t)history : 1;
 	s->stuck_after_s = stuck_after_s;
+	s->sym_budget_ns = 500 * 1000000ull;
+	s->max_history_bytes = (size_t)256 << 20;
 	pthread_mutex_init(&s->sym_lock, NULL);
+	pthread_mutex_init(&s->use_lock, NULL);
 	return sym_new(open_module, s, &s->sym);
 }
 
@@ -41,7 +44,66 @@ void stacks_release(struct stacks *s)
 {
 	sym_free(s->sym);
 	s->sym = NULL;
+	free(s->use);
+	s->use = NULL;
+	pthread_mutex_destroy(&s->use_lock);
 	pthread_mutex_destroy(&s->sym_lock);
+}
+
+void stacks_set_limits(struct stacks *s, int symbolize_budget_ms,
+		       size_t max_history_bytes)
+{
+	s->sym_budget_ns = (uint64_t)symbolize_budget_ms * 1000000ull;
+	s->max_history_bytes = max_history_bytes;
+}
+
+bool stacks_sym_stuck(struct stacks *s, uint64_t now_ns, uint64_t limit_ns)
+{
+	uint64_t since = atomic_load(&s->sym_busy_since_ns);
+
+	return since && now_ns > since && now_ns - since > limit_ns;
+}
+
+/* uid's entry of s->use, made if need be; NULL on out of memory. */
+static struct stacks_use *use_entry(struct stacks *s, uid_t uid)
+{
+	struct stacks_use *u;
+
+	for (size_t i = 0; i < s->nuse; i++)
+		if (s->use[i].uid == uid)
+			return &s->use[i];
+	u = realloc(s->use, (s->nuse + 1) * sizeof(*u));
+	if (!u)
+		return NULL;
+	s->use = u;
+	u = &s->use[s->nuse++];
+	u->uid = uid;
+	u->bytes = 0;
+	return u;
+}
+
+size_t stacks_use_of(struct stacks *s, uid_t uid)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&s->use_lock);
+	for (size_t i = 0; i < s->nuse; i++)
+		if (s->use[i].uid == uid)
+			n = s->use[i].bytes;
+	pthread_mutex_unlock(&s->use_lock);
+	return n;
+}
+
+/* Gives back bytes that uid's samples no longer take. */
+static void use_refund(struct stacks *s, uid_t uid, size_t bytes)
+{
+	struct stacks_use *u;
+
+	pthread_mutex_lock(&s->use_lock);
+	u = use_entry(s, uid);
+	if (u)
+		u->bytes = u->bytes > bytes ? u->bytes - bytes : 0;
+	pthread_mutex_unlock(&s->use_lock);
 }
 
 static void count(struct stacks *s, int rc, const struct sw_dump *d,
@@ -72,7 +134,7 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 		bool symbols, struct sw_dump **out)
 {
-	uint64_t start = clock_now_ns();
+	uint64_t start = clock_now_ns(), sym_start;
 	struct sw_dump *d = NULL;
 	struct modfile_maps mm;
 	int rc, mrc;
@@ -99,7 +161,11 @@ int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 		      : -ENOENT;
 	pthread_mutex_lock(&s->sym_lock);
 	s->sym_maps = mrc == 0 ? &mm : NULL;
-	rc = sym_dump(s->sym, d, symbols);
+	sym_start = clock_now_ns();
+	atomic_store(&s->sym_busy_since_ns, sym_start);
+	/* The lock is held for the budget (and one lookup) at most. */
+	rc = sym_dump_until(s->sym, d, symbols, sym_start + s->sym_budget_ns);
+	atomic_store(&s->sym_busy_since_ns, 0);
 	s->sym_maps = NULL;
 	pthread_mutex_unlock(&s->sym_lock);
 	if (mrc == 0)
@@ -148,6 +214,9 @@ struct target_svc {
 	struct sdump *last;	  /* its dump, NULL after an error */
 	struct sdump **hist;	  /* the last samples, oldest first */
 	size_t nhist;
+	size_t hist_bytes;    /* what hist takes, charged to uid */
+	struct stacks *owner; /* whose use hist_bytes is in; NULL: none */
+	uid_t uid;
 };
 
 static struct target_svc *svc_new(void)
@@ -164,6 +233,8 @@ static struct target_svc *svc_new(void)
 
 static void svc_free(struct target_svc *svc)
 {
+	if (svc->owner)
+		use_refund(svc->owner, svc->uid, svc->hist_bytes);
 	sdump_put(svc->last);
 	for (size_t i = 0; i < svc->nhist; i++)
 		sdump_put(svc->hist[i]);
@@ -333,26 +404,65 @@ static void apply_history(struct sw_dump *d, uint64_t now,
 	free(idx);
 }
 
-/* Appends sd to t's history, dropping the oldest past the limit. */
-static void remember(struct stacks *s, struct target *t, struct sdump *sd)
+/* Drops the oldest sample of t's history. Called under dump_lock. */
+static void forget_oldest(struct stacks *s, struct target *t)
 {
-	if (!t->svc->hist) {
+	struct target_svc *svc = t->svc;
+	struct sdump *old = svc->hist[0];
+
+	svc->hist_bytes -= old->bytes;
+	use_refund(s, t->uid, old->bytes);
+	sdump_put(old);
+	memmove(svc->hist, svc->hist + 1,
+		(svc->nhist -
+		 1) * sizeof(*svc->hist)); // NOLINT(bugprone-sizeof-expression)
+	svc->nhist--;
+}
+
+/*
+ * Appends sd to t's history, dropping the oldest past the limit and past
+ * t's share of what its user may keep (max_history_bytes over the user's
+ * targets). t keeps at least sd while the user's total allows; else sd is
+ * not kept and STACKS_EHISTORY returned. Called under dump_lock with
+ * nsame, the user's target count.
+ */
+static int remember(struct stacks *s, struct target *t, struct sdump *sd,
+		    size_t nsame)
+{
+	struct target_svc *svc = t->svc;
+	size_t share = s->max_history_bytes / (nsame ? nsame : 1);
+	struct stacks_use *u;
+	int rc = 0;
+
+	if (!svc->hist) {
 		/* an array of pointers */
-		t->svc->hist = calloc(
+		svc->hist = calloc(
 			s->history,
-			sizeof(*t->svc->hist)); // NOLINT(bugprone-sizeof-expression)
-		if (!t->svc->hist)
-			return;
+			sizeof(*svc->hist)); // NOLINT(bugprone-sizeof-expression)
+		if (!svc->hist)
+			return -ENOMEM;
+		svc->owner = s;
+		svc->uid = t->uid;
 	}
-	if (t->svc->nhist == s->history) {
-		sdump_put(t->svc->hist[0]);
-		memmove(t->svc->hist, t->svc->hist + 1,
-			(t->svc->nhist -
-			 1) * sizeof(*t->svc->hist)); // NOLINT(bugprone-sizeof-expression)
-		t->svc->nhist--;
-	}
+	if (svc->nhist == s->history)
+		forget_oldest(s, t);
+	while (svc->nhist && svc->hist_bytes + sd->bytes > share)
+		forget_oldest(s, t);
+	pthread_mutex_lock(&s->use_lock);
+	u = use_entry(s, t->uid);
+	if (!u)
+		rc = -ENOMEM;
+	else if (u->bytes + sd->bytes > s->max_history_bytes)
+		rc = STACKS_EHISTORY;
+	else
+		u->bytes += sd->bytes;
+	pthread_mutex_unlock(&s->use_lock);
+	if (rc)
+		return rc;
 	sdump_get(sd);
-	t->svc->hist[t->svc->nhist++] = sd;
+	svc->hist[svc->nhist++] = sd;
+	svc->hist_bytes += sd->bytes;
+	return 0;
 }
 
 /* Takes a fresh dump of t and publishes it; called with dump_lock free. */
@@ -362,6 +472,7 @@ static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
 	struct sw_dump *d = NULL;
 	struct sdump *sd = NULL;
 	uint64_t now = clock_now_ns();
+	size_t nsame = registry_count_uid(s->reg, t->uid);
 	int rc;
 
 	rc = stacks_dump(s, t, timeout_ms, true, &d);
@@ -381,7 +492,22 @@ static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
 			      t->svc->nhist ? t->svc->hist[t->svc->nhist - 1]
 					    : NULL);
 		dump_compact(d);
-		remember(s, t, sd);
+		sd->bytes = dump_bytes(d) + sizeof(*sd);
+		rc = remember(s, t, sd, nsame);
+		if (rc < 0) {
+			if (rc == STACKS_EHISTORY)
+				log_info("pid %d of uid %d: its dump of %zu "
+					 "KiB is not kept: the user's "
+					 "samples take %zu MiB already "
+					 "(--max-history-mib)",
+					 (int)t->pid, (int)t->uid,
+					 sd->bytes >> 10,
+					 stacks_use_of(s, t->uid) >> 20);
+			sdump_put(sd);
+			sd = NULL;
+		}
+	}
+	if (rc == 0) {
 		sdump_put(t->svc->last);
 		t->svc->last = sd;
 		sdump_get(sd);
@@ -457,6 +583,71 @@ int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
 	t->svc->last_attempt_ns = now;
 	pthread_mutex_unlock(&t->svc->dump_lock);
 	return fresh_dump(s, t, timeout_ms, out);
+}
+
+#define MANY_HELPERS 63	     /* threads of one all-target dump, its own aside */
+#define MANY_HELPERS_ALL 256 /* of all of them together */
+
+/* One all-target dump: its targets, taken in turn by its threads. */
+struct many {
+	struct stacks *s;
+	struct target **ts;
+	size_t n;
+	_Atomic size_t next;
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC: the agents' deadline */
+	struct sdump **sds;
+	int *rcs;
+};
+
+static void *many_main(void *arg)
+{
+	struct many *m = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&m->next, 1)) < m->n) {
+		uint64_t now = clock_now_ns();
+		int left_ms = now < m->deadline_ns
+				      ? (int)((m->deadline_ns - now) / 1000000u)
+				      : 0;
+
+		m->sds[i] = NULL;
+		m->rcs[i] = left_ms > 0 ? stacks_get(m->s, m->ts[i], left_ms,
+						     &m->sds[i])
+					: -ETIMEDOUT;
+	}
+	return NULL;
+}
+
+void stacks_get_many(struct stacks *s, struct target **ts, size_t n,
+		     int timeout_ms, struct sdump **sds, int *rcs)
+{
+	struct many m = {
+		.s = s,
+		.ts = ts,
+		.n = n,
+		.deadline_ns = clock_now_ns() + (uint64_t)timeout_ms * 1000000u,
+		.sds = sds,
+		.rcs = rcs,
+	};
+	pthread_t helpers[MANY_HELPERS];
+	size_t want = n > 1 ? n - 1 : 0, started = 0;
+
+	atomic_init(&m.next, 0);
+	if (want > MANY_HELPERS)
+		want = MANY_HELPERS;
+	/* Helpers beyond the common cap are not made: fewer share them. */
+	while (started < want) {
+		if (atomic_fetch_add(&s->helpers, 1) >= MANY_HELPERS_ALL ||
+		    pthread_create(&helpers[started], NULL, many_main, &m)) {
+			atomic_fetch_sub(&s->helpers, 1);
+			break;
+		}
+		started++;
+	}
+	many_main(&m);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(helpers[i], NULL);
+	atomic_fetch_sub(&s->helpers, (int)started);
 }
 
 int stacks_unsymbolized(struct stacks *s, const struct sw_dump *d,

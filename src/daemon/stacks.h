@@ -50,7 +50,17 @@ struct sdump {
 	_Atomic int refs;
 	struct sw_dump *d; /* symbolized, grouped, compacted */
 	uint64_t mono_ns;  /* CLOCK_MONOTONIC when it was taken */
+	size_t bytes;	   /* what it costs to keep (dump_bytes()) */
 };
+
+/* The samples a user keeps, all targets together (stacks.c). */
+struct stacks_use {
+	uid_t uid;
+	size_t bytes;
+};
+
+/* A dump refused: the user's samples would take more than allowed. */
+#define STACKS_EHISTORY (-21002)
 
 void sdump_get(struct sdump *sd);
 void sdump_put(struct sdump *sd);
@@ -64,6 +74,13 @@ struct stacks {
 	struct sym *sym;
 	/* The mappings of the process being symbolized; under sym_lock. */
 	const struct modfile_maps *sym_maps;
+	uint64_t sym_budget_ns;		    /* symbolizing one dump */
+	_Atomic uint64_t sym_busy_since_ns; /* 0: not symbolizing */
+	size_t max_history_bytes;	    /* per user */
+	pthread_mutex_t use_lock;	    /* use, nuse; a leaf */
+	struct stacks_use *use;
+	size_t nuse;
+	_Atomic int helpers; /* threads of all-target dumps, all requests */
 	struct stacks_metrics m;
 };
 
@@ -71,6 +88,35 @@ struct stacks {
 int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 		int history, int stuck_after_s);
 void stacks_release(struct stacks *s);
+
+/*
+ * The per-dump symbolizing budget (default 500 ms) and the bytes of
+ * samples one user's targets keep together (default 256 MiB), root's
+ * included: each target keeps its share of them, at least its newest
+ * sample while the user's total allows, and a dump that cannot be kept
+ * fails with STACKS_EHISTORY.
+ */
+void stacks_set_limits(struct stacks *s, int symbolize_budget_ms,
+		       size_t max_history_bytes);
+
+/* The bytes of samples uid keeps now. */
+size_t stacks_use_of(struct stacks *s, uid_t uid);
+
+/*
+ * True when one symbolization has been going on for longer than limit_ns
+ * (far past its budget: a lookup is stuck), for the watchdog.
+ */
+bool stacks_sym_stuck(struct stacks *s, uint64_t now_ns, uint64_t limit_ns);
+
+/*
+ * stacks_get() of every target of ts (n of them) at once, under one
+ * deadline of timeout_ms (plus the agents' grace) for them all: silent
+ * agents cost that deadline once, not once each. rcs[i] and sds[i] are
+ * target i's result (sds[i] NULL unless rcs[i] is 0). A target not yet
+ * asked when the deadline passes gets -ETIMEDOUT without being signalled.
+ */
+void stacks_get_many(struct stacks *s, struct target **ts, size_t n,
+		     int timeout_ms, struct sdump **sds, int *rcs);
 
 /*
  * Dumps t with the given deadline: raw dump from the agent (or in-process

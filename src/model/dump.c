@@ -112,6 +112,28 @@ static void mem_free(struct dump_chunk *c)
 	}
 }
 
+size_t dump_bytes(const struct sw_dump *d)
+{
+	size_t n = sizeof(*d) + d->nthreads * sizeof(*d->threads) +
+		   d->nmodules * sizeof(*d->modules) +
+		   d->ngroups * sizeof(*d->groups);
+
+	if (d->cmdline)
+		n += strlen(d->cmdline) + 1;
+	for (size_t i = 0; i < d->nthreads; i++) {
+		n += d->threads[i].nips * sizeof(uint64_t);
+		if (d->threads[i].error)
+			n += strlen(d->threads[i].error) + 1;
+	}
+	for (size_t i = 0; i < d->nmodules; i++)
+		n += d->modules[i].path ? strlen(d->modules[i].path) + 1 : 0;
+	for (size_t i = 0; i < d->ngroups; i++)
+		n += d->groups[i].count * sizeof(pid_t);
+	for (const struct dump_chunk *c = d->mem; c; c = c->next)
+		n += sizeof(*c) + c->size;
+	return n;
+}
+
 void *dump_alloc(struct sw_dump *d, size_t size)
 {
 	return mem_alloc(&d->mem, size, DUMP_ALIGN);

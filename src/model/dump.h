@@ -93,7 +93,8 @@ struct sw_dump {
 	uint64_t elapsed_us;
 	uint64_t skew_us;
 	int timeout_ms;
-	bool symbolized; /* frames carry function/file/line */
+	bool symbolized;      /* frames carry function/file/line */
+	bool symbols_partial; /* symbolizing stopped at its time budget */
 	size_t nthreads;
 	struct sw_thread *threads;
 	size_t nmodules;
@@ -123,6 +124,9 @@ void dump_thread_release_frames(struct sw_thread *t);
  * a few calls to malloc, not thousands. NULL on out of memory.
  */
 void *dump_alloc(struct sw_dump *d, size_t size);
+
+/* About how much memory d holds, in bytes: what it costs to keep. */
+size_t dump_bytes(const struct sw_dump *d);
 
 /* A copy of s in d's memory, as dump_alloc(). NULL on out of memory. */
 const char *dump_strdup(struct sw_dump *d, const char *s);

@@ -411,7 +411,9 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	       add_uint(o, "skew_us", d->skew_us) &&
 	       add_int(o, "timeout_ms", d->timeout_ms) &&
 	       add_uint(o, "threads_total", d->nthreads) &&
-	       add_uint(o, "threads_ok", nok);
+	       add_uint(o, "threads_ok", nok) &&
+	       (!d->symbols_partial ||
+		add_item(o, "symbols_partial", cJSON_CreateTrue()));
 }
 
 /*

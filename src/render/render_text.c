@@ -206,6 +206,9 @@ int render_text(const struct sw_dump *d, char **out)
 	put(&o, "): %zu thread%s, %zu group%s, collected in %.1f ms\n",
 	    d->nthreads, plural(d->nthreads), d->ngroups, plural(d->ngroups),
 	    (double)d->elapsed_us / 1000.0);
+	if (d->symbols_partial)
+		put(&o, "(symbolizing stopped at its time budget: some frames "
+			"are addresses only)\n");
 	for (size_t i = 0; i < d->ngroups; i++) {
 		if (i)
 			put(&o, "\n");

@@ -963,6 +963,8 @@ struct symctx {
 	struct sym *s;
 	struct sw_dump *d;
 	bool symbols;
+	uint64_t deadline_ns;	 /* CLOCK_MONOTONIC; 0: none */
+	bool cut;		 /* the deadline passed: no more lookups */
 	struct modrange *ranges; /* sorted by start */
 	size_t nranges;
 	struct symmod **mods; /* per dump module, resolved on first use */
@@ -975,6 +977,24 @@ struct symctx {
 	size_t ntslots;	      /* at least twice the threads; a power of two */
 	struct fvec scratch;  /* one thread's frames while they are built */
 };
+
+/*
+ * Whether the dump's time budget is spent; from then on, frames that
+ * would need a lookup or a file opened get module and offset only.
+ */
+static bool past_deadline(struct symctx *c)
+{
+	struct timespec ts;
+
+	if (c->cut)
+		return true;
+	if (!c->deadline_ns)
+		return false;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c->cut = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec >=
+		 c->deadline_ns;
+	return c->cut;
+}
 
 /*
  * Appends the frames of one ip: those of its cached record (looked up and
@@ -999,6 +1019,8 @@ static int expand_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
 	off = ip - c->d->modules[mi].bias;
 	if (!c->symbols)
 		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
+	if (!c->resolved[mi] && past_deadline(c))
+		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
 	if (!c->resolved[mi]) {
 		rc = module_get(s, &c->d->modules[mi], &c->mods[mi]);
 		if (rc)
@@ -1014,6 +1036,9 @@ static int expand_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
 	rec = cache_get(sm, addr);
 	if (rec) {
 		s->hits++;
+	} else if (past_deadline(c)) {
+		*looked_up = false;
+		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
 	} else {
 		s->misses++;
 		if (!sm->tab)
@@ -1270,7 +1295,15 @@ static void tslots_init(struct symctx *c, size_t n)
  */
 int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 {
-	struct symctx c = { .s = s, .d = d, .symbols = symbols };
+	return sym_dump_until(s, d, symbols, 0);
+}
+
+int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
+		   uint64_t deadline_ns)
+{
+	struct symctx c = {
+		.s = s, .d = d, .symbols = symbols, .deadline_ns = deadline_ns
+	};
 	int rc = -ENOMEM;
 
 	/* Sessions the last dumps used beyond the bounds go now. */
@@ -1310,8 +1343,10 @@ int sym_dump(struct sym *s, struct sw_dump *d, bool symbols)
 		if (rc)
 			break;
 	}
-	if (!rc)
+	if (!rc) {
 		d->symbolized = symbols;
+		d->symbols_partial = c.cut;
+	}
 out_free:
 	free(c.scratch.f);
 	free(c.tslots);

@@ -56,6 +56,16 @@ void sym_free(struct sym *s);
  */
 int sym_dump(struct sym *s, struct sw_dump *d, bool symbols);
 
+/*
+ * sym_dump() with a time budget: once CLOCK_MONOTONIC reaches
+ * deadline_ns (0: never), no more file is opened and no more address
+ * looked up; the frames still to make get module and offset only (cached
+ * results still serve), and d->symbols_partial is set. One lookup under
+ * way when the deadline passes is finished first.
+ */
+int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
+		   uint64_t deadline_ns);
+
 /* Cache statistics since creation. */
 uint64_t sym_cache_hits(const struct sym *s);
 uint64_t sym_cache_misses(const struct sym *s);
