@@ -154,6 +154,14 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
 	$(CC) $(SW_CFLAGS) -O0 -Itests/unit -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS) -rdynamic
 
+# Unit tests of the daemon's parts link its objects (all but main).
+DAEMON_TEST_OBJS = $(filter-out $(BUILD)/obj/daemon/main.o,$(DAEMON_OBJS)) $(WEB_OBJ)
+$(BUILD)/tests/test_notify: tests/unit/test_notify.c $(DAEMON_TEST_OBJS) \
+		$(BUILD)/libstackwatch.a $(wildcard tests/unit/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(SW_CFLAGS) -O0 -Itests/unit -o $@ $< $(DAEMON_TEST_OBJS) \
+	    $(BUILD)/libstackwatch.a $(SW_LDFLAGS) $(DAEMON_LIBS) $(SW_LIBS)
+
 # Integration tests drive the real daemon over HTTP with the CLI's client.
 $(BUILD)/tests/%: tests/integration/%.c $(BUILD)/libstackwatch.a \
 		$(BUILD)/obj/cli/http.o tests/integration/itest.h

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -974,6 +975,8 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 			   atomic_load(&max_dump_addresses));
 		sw_dump_free(*out);
 		*out = NULL;
+		/* Hand what the refused dump took back to the system. */
+		malloc_trim(0);
 		rc = REGISTRY_EADDRS;
 	}
 	if (rc == 0 && t->foreign_ns)

@@ -138,4 +138,90 @@ static inline pid_t sec_spawn_as(const struct itest_daemon *d, uid_t uid,
 	return pid;
 }
 
+/*
+ * Runs tests/fixtures/hostile_agent as nobody against d in mode, with up
+ * to three arguments (NULL for none); its stdout in *out.
+ */
+static inline pid_t sec_hostile(const struct itest_daemon *d, const char *mode,
+				const char *a1, const char *a2, const char *a3,
+				int *out)
+{
+	char hostile[256];
+	char *argv[] = { hostile,    (char *)d->sock, (char *)mode, (char *)a1,
+			 (char *)a2, (char *)a3,      NULL };
+	int p[2];
+	pid_t pid;
+
+	snprintf(hostile, sizeof(hostile), "%s/fixtures/hostile_agent",
+		 itest_build());
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		if (sec_become(SEC_NOBODY, SEC_NOBODY, NULL, 0) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	*out = p[0];
+	return pid;
+}
+
+/* Starts a hostile agent and waits until the daemon lists it. */
+static inline pid_t sec_start_hostile(const struct itest_daemon *d,
+				      const char *mode, const char *a1,
+				      const char *a2, const char *a3)
+{
+	int out;
+	pid_t pid = sec_hostile(d, mode, a1, a2, a3, &out);
+
+	if (pid > 0 && (!itest_wait_line(out, "ready") ||
+			!itest_wait_registered(d, pid, 10000))) {
+		itest_kill(pid);
+		pid = -1;
+	}
+	if (pid > 0)
+		close(out);
+	return pid;
+}
+
+/* GET as root with a deadline; the status, 0 when none came in time. */
+static inline int sec_root_get(const struct itest_daemon *d, const char *target,
+			       int timeout_ms, cJSON **json)
+{
+	struct http_opts o;
+	struct http_response r;
+	int status = 0;
+
+	http_opts_init(&o);
+	o.timeout_ms = timeout_ms;
+	memset(&r, 0, sizeof(r));
+	if (http_get(d->url, target, &o, &r) == 0)
+		status = r.status;
+	if (json)
+		*json = status ? cJSON_Parse(r.body) : NULL;
+	http_response_release(&r);
+	return status;
+}
+
+/* Whether the daemon's log has a line with what and the number n. */
+static inline bool sec_log_has(const struct itest_daemon *d, const char *what,
+			       int n)
+{
+	char line[512], num[16];
+	bool found = false;
+	FILE *f = fopen(d->log, "r");
+
+	snprintf(num, sizeof(num), " %d", n);
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) && strstr(line, num);
+	if (f)
+		fclose(f);
+	return found;
+}
+
 #endif /* SW_SECTEST_H */

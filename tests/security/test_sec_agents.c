@@ -23,69 +23,6 @@
 #include "tap.h"
 
 static char work[] = "/tmp/sw-secagent-XXXXXX";
-static char hostile[256];
-
-/* Runs the hostile agent as nobody in mode with args (NULL-terminated). */
-static pid_t hostile_as_nobody(const struct itest_daemon *d, const char *mode,
-			       const char *a1, const char *a2, int *out)
-{
-	char *argv[] = { hostile,    (char *)d->sock, (char *)mode,
-			 (char *)a1, (char *)a2,      NULL };
-	int p[2];
-	pid_t pid;
-
-	if (pipe(p) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		if (sec_become(SEC_NOBODY, SEC_NOBODY, NULL, 0) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(p[1]);
-	*out = p[0];
-	return pid;
-}
-
-/* Starts a hostile agent and waits until the daemon lists it. */
-static pid_t start_hostile(const struct itest_daemon *d, const char *mode,
-			   const char *a1, const char *a2)
-{
-	int out;
-	pid_t pid = hostile_as_nobody(d, mode, a1, a2, &out);
-
-	if (pid > 0 && (!itest_wait_line(out, "ready") ||
-			!itest_wait_registered(d, pid, 10000))) {
-		itest_kill(pid);
-		pid = -1;
-	}
-	if (pid > 0)
-		close(out);
-	return pid;
-}
-
-/* GET as root with a deadline; the status, 0 when none came in time. */
-static int root_get(const struct itest_daemon *d, const char *target,
-		    int timeout_ms, cJSON **json)
-{
-	struct http_opts o;
-	struct http_response r;
-	int status = 0;
-
-	http_opts_init(&o);
-	o.timeout_ms = timeout_ms;
-	memset(&r, 0, sizeof(r));
-	if (http_get(d->url, target, &o, &r) == 0)
-		status = r.status;
-	if (json)
-		*json = status ? cJSON_Parse(r.body) : NULL;
-	http_response_release(&r);
-	return status;
-}
 
 /* Whether some process has the FIFO at path open for reading. */
 static bool fifo_has_reader(const char *path)
@@ -245,22 +182,22 @@ static void test_debug_paths(const struct itest_daemon *d, pid_t roots)
 		       symlink(rootfifo, dbg) == 0,
 	       "a FIFO as x.so.debug, and .debug/x.so.debug a symlink to a "
 	       "root-only FIFO");
-	h1 = start_hostile(d, "map", so1, NULL);
-	h2 = start_hostile(d, "map", so2, NULL);
+	h1 = sec_start_hostile(d, "map", so1, NULL, NULL);
+	h2 = sec_start_hostile(d, "map", so2, NULL, NULL);
 	TAP_OK(h1 > 0 && h2 > 0, "two hostile agents registered as nobody");
 
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)h1);
-	st = root_get(d, path, 5000, NULL);
+	st = sec_root_get(d, path, 5000, NULL);
 	TAP_OK(st == 200, "the dump of the first comes back (%d)", st);
 	TAP_OK(!fifo_has_reader(fifo1),
 	       "the daemon did not open the FIFO in the agent's directory");
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)h2);
-	st = root_get(d, path, 5000, NULL);
+	st = sec_root_get(d, path, 5000, NULL);
 	TAP_OK(st == 200, "the dump of the second comes back (%d)", st);
 	TAP_OK(!fifo_has_reader(rootfifo),
 	       "the daemon did not follow the symlink to root's FIFO");
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)roots);
-	st = root_get(d, path, 5000, &j);
+	st = sec_root_get(d, path, 5000, &j);
 	TAP_OK(st == 200, "root's own target still dumps (%d)", st);
 	cJSON_Delete(j);
 	/* Whatever opened them (a daemon before this fix) is let go. */
@@ -278,7 +215,7 @@ static int dump_roots(const struct itest_daemon *d, pid_t roots,
 	int st;
 
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)roots);
-	st = root_get(d, path, 10000, &j);
+	st = sec_root_get(d, path, 10000, &j);
 	scan_frames(j, s);
 	cJSON_Delete(j);
 	return st;
@@ -301,15 +238,15 @@ static void test_poison(const struct itest_daemon *d, pid_t roots)
 	TAP_OK(st == 200 && s.libc > 0 && !s.poisoned,
 	       "root's target first: %d libc frames named", s.libc);
 
-	junk = start_hostile(d, "junk", liar, "300");
+	junk = sec_start_hostile(d, "junk", liar, "300", NULL);
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)junk);
-	st = root_get(d, path, 10000, NULL);
+	st = sec_root_get(d, path, 10000, NULL);
 	TAP_OK(junk > 0 && st == 200, "a dump claiming 300 junk build-ids (%d)",
 	       st);
 
-	poison = start_hostile(d, "map", liar, id);
+	poison = sec_start_hostile(d, "map", liar, id, NULL);
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)poison);
-	st = root_get(d, path, 10000, &j);
+	st = sec_root_get(d, path, 10000, &j);
 	scan_frames(j, &s);
 	cJSON_Delete(j);
 	TAP_OK(poison > 0 && st == 200,
@@ -323,27 +260,12 @@ static void test_poison(const struct itest_daemon *d, pid_t roots)
 	itest_kill(poison);
 }
 
-/* Whether the daemon's log has a line with what and the number n. */
-static bool log_has(const struct itest_daemon *d, const char *what, int n)
-{
-	char line[512], num[16];
-	bool found = false;
-	FILE *f = fopen(d->log, "r");
-
-	snprintf(num, sizeof(num), " %d", n);
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) && strstr(line, num);
-	if (f)
-		fclose(f);
-	return found;
-}
-
 /* A pid that connected and exited before HELLO never registers. */
 static void test_dead_pid(const struct itest_daemon *d)
 {
 	char line[64];
 	int out, child = 0;
-	pid_t h = hostile_as_nobody(d, "deadpid", NULL, NULL, &out);
+	pid_t h = sec_hostile(d, "deadpid", NULL, NULL, NULL, &out);
 	bool listed;
 
 	TAP_OK(h > 0 && itest_read_line(out, line, sizeof(line)) &&
@@ -356,7 +278,7 @@ static void test_dead_pid(const struct itest_daemon *d)
 	listed = itest_registered(d, child);
 	TAP_OK(child > 0 && !listed,
 	       "the dead pid %d is not a target: refused at HELLO", child);
-	TAP_OK(log_has(d, "refusing", child),
+	TAP_OK(sec_log_has(d, "refusing", child),
 	       "the daemon's log says it refused pid %d", child);
 	close(out);
 	itest_kill(h);
@@ -375,9 +297,9 @@ static void test_unmapped_claim(const struct itest_daemon *d)
 	snprintf(secret, sizeof(secret), "%s/rootonly/secret.so", work);
 	TAP_OK(copy_file(stub, secret, 0) && chmod(secret, 0700) == 0,
 	       "a root-only binary in a root-only directory");
-	h = start_hostile(d, "claim", secret, NULL);
+	h = sec_start_hostile(d, "claim", secret, NULL, NULL);
 	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)h);
-	st = root_get(d, path, 5000, &j);
+	st = sec_root_get(d, path, 5000, &j);
 	scan_frames(j, &s);
 	cJSON_Delete(j);
 	TAP_OK(h > 0 && st == 200 && s.total > 0 && !s.poisoned && !s.named,
@@ -401,8 +323,6 @@ int main(void)
 			 "nobody");
 		return tap_done();
 	}
-	snprintf(hostile, sizeof(hostile), "%s/fixtures/hostile_agent",
-		 itest_build());
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
 		 itest_target_build());
 	if (!mkdtemp(work) || chmod(work, 0755) < 0 || make_dirs() < 0) {
