@@ -146,7 +146,7 @@ int main(int argc, char **argv)
 			port);
 	log_notice("agents register on %s", o.agent_socket);
 	if (http_unix_socket(http))
-		log_notice("HTTP also on %s", http_unix_socket(http));
+		log_info("HTTP also on %s", http_unix_socket(http));
 	if (strchr(o.listen_addr, ':'))
 		snprintf(url, sizeof(url), "http://[%s]:%d", o.listen_addr,
 			 port);
