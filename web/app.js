@@ -90,6 +90,16 @@ class ApiError extends Error {
   }
 }
 
+// Characters that are invisible or change how the text around them reads
+// (controls, bidirectional marks, overrides and isolates, zero-width and
+// other format characters, line separators): a target's thread names and
+// command line must not disguise what the page shows, so every string the
+// API returns has them written out as \uXXXX.
+const DISGUISE = new RegExp('[\\u0000-\\u001f\\u007f-\\u009f\\u061c\\u200b-\\u200f'
+  + '\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u2069\\ufeff\\ufff9-\\ufffb]', 'g');
+const reveal = (s) => s.replace(DISGUISE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const revealAll = (key, v) => (typeof v === 'string' ? reveal(v) : v);
+
 // GETs url as JSON; an answer other than 2xx throws an ApiError carrying
 // the daemon's {"error", "status"} sentence when there is one.
 async function getJSON(url) {
@@ -102,7 +112,7 @@ async function getJSON(url) {
   const text = await res.text();
   let body = null;
   try {
-    body = JSON.parse(text);
+    body = JSON.parse(text, revealAll);
   } catch {
     // not JSON: reported below
   }

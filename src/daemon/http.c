@@ -42,6 +42,10 @@
 #define HTTP_THREADS 8
 #define HTTP_MAX_CONNECTIONS 512
 #define HTTP_MAX_PER_IP 128 /* local clients all share 127.0.0.1 */
+/* Open connections of one requester (a uid, or an anonymous address),
+ * whatever loopback addresses it comes from; root has none. */
+#define HTTP_MAX_PER_PEER 64
+#define HTTP_PEER_SLOTS (2 * HTTP_MAX_CONNECTIONS) /* TCP and unix */
 #define HTTP_CONN_TIMEOUT_S 10
 #define HTTP_CONN_MEMORY (64 * 1024)
 /* On the way out, the longest we wait for requests in flight: the
@@ -68,31 +72,102 @@ struct http {
 	char *token;		  /* required bearer token, NULL: none */
 	char *const *allow_hosts; /* extra Host names (the options') */
 	int nallow_hosts;
-	gid_t admin_gid; /* (gid_t)-1: no admin group */
+	gid_t admin_gid;	    /* (gid_t)-1: no admin group */
+	pthread_mutex_t peers_lock; /* peers */
+	struct peer_count {
+		char key[sizeof(((struct peer *)0)->key)]; /* "": free */
+		unsigned n;				   /* connections */
+	} peers[HTTP_PEER_SLOTS];
+};
+
+/* A connection's socket context: who it is, and whether it is counted. */
+struct conn {
+	struct peer peer; /* first: peer_of() hands out its address */
+	bool counted;
 };
 
 /*
+ * Counts one more connection for key. Returns false, counting nothing,
+ * when key already has HTTP_MAX_PER_PEER of them (or no slot is free,
+ * which cannot happen while the daemons' own limits hold).
+ */
+static bool peer_count_up(struct http *h, const char *key)
+{
+	struct peer_count *slot = NULL;
+	bool ok = false;
+
+	pthread_mutex_lock(&h->peers_lock);
+	for (size_t i = 0; i < HTTP_PEER_SLOTS; i++) {
+		struct peer_count *pc = &h->peers[i];
+
+		if (pc->n && strcmp(pc->key, key) == 0) {
+			slot = pc;
+			break;
+		}
+		if (!pc->n && !slot)
+			slot = pc;
+	}
+	if (slot && slot->n < HTTP_MAX_PER_PEER) {
+		if (!slot->n)
+			snprintf(slot->key, sizeof(slot->key), "%s", key);
+		slot->n++;
+		ok = true;
+	}
+	pthread_mutex_unlock(&h->peers_lock);
+	return ok;
+}
+
+static void peer_count_down(struct http *h, const char *key)
+{
+	pthread_mutex_lock(&h->peers_lock);
+	for (size_t i = 0; i < HTTP_PEER_SLOTS; i++) {
+		if (h->peers[i].n && strcmp(h->peers[i].key, key) == 0) {
+			h->peers[i].n--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&h->peers_lock);
+}
+
+/*
  * Who is on a connection, found once when it opens (peer.h) and kept as
- * its socket context until it closes.
+ * its socket context until it closes. A requester past its share of
+ * connections (HTTP_MAX_PER_PEER, however many addresses it uses) is
+ * shut out at once: MHD then reads the end of the stream and closes.
  */
 static void notify_connection(void *cls, struct MHD_Connection *c,
 			      void **socket_context,
 			      enum MHD_ConnectionNotificationCode code)
 {
 	const union MHD_ConnectionInfo *ci;
-	struct peer *p;
+	struct http *h = cls;
+	struct conn *cn = *socket_context;
 
-	(void)cls;
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-		free(*socket_context);
+		if (cn && cn->counted)
+			peer_count_down(h, cn->peer.key);
+		free(cn);
 		*socket_context = NULL;
 		return;
 	}
-	p = calloc(1, sizeof(*p));
+	cn = calloc(1, sizeof(*cn));
+	*socket_context = cn;
 	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (p && ci && peer_identify(ci->connect_fd, p) < 0)
-		p->known = false;
-	*socket_context = p;
+	if (!cn || !ci) {
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+		return;
+	}
+	if (peer_identify(ci->connect_fd, &cn->peer) < 0)
+		cn->peer.known = false;
+	if (cn->peer.known && cn->peer.uid == 0)
+		return;
+	cn->counted = peer_count_up(h, cn->peer.key);
+	if (!cn->counted) {
+		log_info("http: %s has %d connections open, one more refused",
+			 cn->peer.key, HTTP_MAX_PER_PEER);
+		shutdown(ci->connect_fd, SHUT_RDWR);
+	}
 }
 
 /* The requester of c; an anonymous one when it could not be found. */
@@ -465,6 +540,44 @@ static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name)
 	return send_asset(c, a);
 }
 
+/*
+ * Whether a browser marked the request as made by another site's page
+ * (an <img>, a form, a fetch): such a page must not make us signal every
+ * target. Refused: a Sec-Fetch-Site other than same-origin or none (typed
+ * by the user), and an Origin that is not this daemon's own (the scheme
+ * and our Host). curl and scripts send neither header.
+ */
+static bool cross_site(struct MHD_Connection *c)
+{
+	const char *site = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       "Sec-Fetch-Site");
+	const char *origin =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_HOST);
+
+	if (site && strcasecmp(site, "same-origin") != 0 &&
+	    strcasecmp(site, "none") != 0)
+		return true;
+	if (!origin)
+		return false;
+	if (strncasecmp(origin, "http://", 7) == 0)
+		origin += 7;
+	else if (strncasecmp(origin, "https://", 8) == 0)
+		origin += 8;
+	else
+		return true; /* "null": a sandboxed frame, a file */
+	return !host || strcasecmp(origin, host) != 0;
+}
+
+static enum MHD_Result send_cross_site(struct MHD_Connection *c,
+				       enum query_format fmt)
+{
+	return send_error(c, MHD_HTTP_FORBIDDEN, fmt,
+			  "refused: the browser says another site's page made "
+			  "this request (Sec-Fetch-Site, Origin)");
+}
+
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct access *acc,
 				     enum query_format dflt)
@@ -483,6 +596,9 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 		return send_error(c, MHD_HTTP_BAD_REQUEST,
 				  dflt == QUERY_JSON ? QUERY_JSON : rq.format,
 				  bad);
+	/* The page itself signals nothing; its data requests do. */
+	if (rq.format != QUERY_HTML && cross_site(c))
+		return send_cross_site(c, rq.format);
 	if (rq.pid) {
 		/* One the requester may not see is not found: never 403. */
 		t = access_get(h->reg, acc, rq.pid);
@@ -614,6 +730,8 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	bad = query_parse_diff(&a, h->timeout_ms, &q);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
+	if (cross_site(c)) /* it dumps the process now */
+		return send_cross_site(c, QUERY_JSON);
 	t = access_get(h->reg, acc, q.pid);
 	if (!t) {
 		snprintf(why, sizeof(why), "pid %d is not a registered target",
@@ -873,6 +991,7 @@ static void free_http(struct http *h)
 {
 	pthread_cond_destroy(&h->idle);
 	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->peers_lock);
 	free(h->token);
 	free(h);
 }
@@ -1019,6 +1138,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	if (!h)
 		return -ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->peers_lock, NULL);
 	/* http_stop() waits with a deadline on the monotonic clock. */
 	cond_init_monotonic(&h->idle);
 	h->reg = reg;

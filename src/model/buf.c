@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "utf8.h"
 #include "stackwatch.h"
 
 #define BUF_MIN_ALLOC 256
@@ -81,19 +82,25 @@ int buf_adds(struct buf *b, const char *s)
 /* See buf.h. Returns 0, SW_ETOOBIG or -ENOMEM. */
 int buf_adds_safe(struct buf *b, const char *s, const char *also)
 {
-	size_t n = strlen(s);
-	int rc = buf_reserve(b, n);
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s), out = 0, len;
+	int rc = buf_reserve(b, n); /* the result is never longer */
+	uint32_t cp;
 
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x20 || c == 0x7f || (also && strchr(also, c)))
-			c = '?';
-		b->data[b->len + i] = (char)c;
+	for (size_t i = 0; i < n; i += len) {
+		len = utf8_seq(p + i, &cp);
+		if (!len || utf8_unsafe(cp) ||
+		    (cp < 0x80 && also && strchr(also, (int)cp))) {
+			b->data[b->len + out++] = '?';
+			len = len ? len : 1;
+			continue;
+		}
+		memcpy(b->data + b->len + out, p + i, len);
+		out += len;
 	}
-	b->len += n;
+	b->len += out;
 	b->data[b->len] = '\0';
 	return 0;
 }

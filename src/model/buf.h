@@ -28,9 +28,12 @@ int buf_addf(struct buf *b, const char *fmt, ...)
 int buf_vaddf(struct buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 /*
- * Appends s with every control character (below 0x20, and 0x7f) and every
- * byte found in also (may be NULL) replaced by '?', so that names taken
- * from a target cannot forge lines or fields of a text format.
+ * Appends s with '?' for every character that could forge or disguise
+ * what a reader sees: controls (C0, DEL, C1), the invisible and
+ * bidirectional formatting characters of utf8_unsafe(), each byte that is
+ * not valid UTF-8, and every ASCII character found in also (may be NULL).
+ * Names taken from a target then cannot forge lines or fields of a text
+ * format, nor reorder what is shown around them.
  */
 int buf_adds_safe(struct buf *b, const char *s, const char *also);
 /* Hands the contents to the caller (never NULL on success: "" when empty). */

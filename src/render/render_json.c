@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/utf8.h"
 #include "render.h"
 
 /*
@@ -35,33 +36,6 @@
 #define JSON_PLAIN_MAX 1000000000000000LL
 /* unchanged_s in milliseconds below this has at most 12 digits. */
 #define JSON_MS_MAX 1e12
-
-/* Length of the valid UTF-8 sequence at s, or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	size_t n;
-	uint32_t cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		n = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
 
 /*
  * Adds item (NULL: out of memory) to o under key, a string literal that
@@ -221,12 +195,13 @@ static cJSON *tids_item(const pid_t *tids, size_t n)
 static cJSON *add_str(cJSON *o, const char *key, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	uint32_t cp;
 	cJSON *item;
 	char *copy;
 	size_t i, n;
 
 	for (i = 0; p[i]; i += n)
-		if (!(n = utf8_seq(p + i)))
+		if (!(n = utf8_seq(p + i, &cp)))
 			break;
 	if (!p[i])
 		return add_item(o, key, cJSON_CreateString((const char *)p));
@@ -234,7 +209,7 @@ static cJSON *add_str(cJSON *o, const char *key, const char *s)
 	if (!copy)
 		return NULL;
 	for (; copy[i]; i += n) {
-		n = utf8_seq((unsigned char *)copy + i);
+		n = utf8_seq((unsigned char *)copy + i, &cp);
 		if (!n) {
 			copy[i] = '?';
 			n = 1;

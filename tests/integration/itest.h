@@ -356,6 +356,29 @@ static inline bool itest_wait_registered(const struct itest_daemon *d,
 	return false;
 }
 
+/* A number from /metrics: the line "NAME VALUE". -1 when absent. */
+static inline double itest_metric(const struct itest_daemon *d,
+				  const char *name)
+{
+	struct http_response r;
+	double v = -1;
+	size_t n = strlen(name);
+
+	memset(&r, 0, sizeof(r));
+	if (itest_get(d, "/metrics", &r) == 0 && r.status == 200) {
+		for (char *l = r.body; l && *l; l = strchr(l, '\n')) {
+			if (*l == '\n')
+				l++;
+			if (strncmp(l, name, n) == 0 && l[n] == ' ') {
+				v = atof(l + n + 1);
+				break;
+			}
+		}
+	}
+	http_response_release(&r);
+	return v;
+}
+
 /* Kills and reaps a child. */
 static inline void itest_kill(pid_t pid)
 {

@@ -314,6 +314,92 @@ static void test_no_signal(const struct itest_daemon *d)
 	itest_kill(victim);
 }
 
+/*
+ * A page on another site must not make the daemon signal (an <img> or a
+ * fetch pointed at /api/v1/stacks): what the browser marks as cross-site
+ * is a 403 and no signal goes out, while the daemon's own page, a typed
+ * URL and plain scripts are answered and dumped.
+ */
+static void test_cross_site(const struct itest_daemon *d)
+{
+	static const char *const refused[] = {
+		"Sec-Fetch-Site: cross-site\r\n",
+		"Sec-Fetch-Site: same-site\r\n",
+		"Origin: http://evil.example\r\n",
+		"Origin: null\r\n",
+		"Sec-Fetch-Site: same-origin\r\nOrigin: "
+		"http://evil.example\r\n",
+	};
+	char fixture[256], req[1024], body[65536], host[64];
+	char sigwait[] = "sigwait", two[] = "2";
+	char *argv[] = { fixture, sigwait, two, NULL };
+	double before, after;
+	int out, st;
+	pid_t pid;
+
+	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
+		 itest_target_build());
+	pid = itest_spawn(d, argv, &out);
+	if (pid <= 0 || !itest_wait_line(out, "ready") ||
+	    !itest_wait_registered(d, pid, 10000)) {
+		TAP_OK(0, "a target registers");
+		itest_kill(pid);
+		return;
+	}
+	close(out);
+	snprintf(host, sizeof(host), "127.0.0.1:%d", d->port);
+	before = itest_metric(d, "stackwatch_signals_sent_total");
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		const char *path = i % 2 ? "/api/v1/stacks" : "/stacks";
+		const char *fmt = i % 2 ? "" : "&format=json";
+
+		snprintf(req, sizeof(req),
+			 "GET %s?pid=%d%s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path,
+			 (int)pid, fmt, host, refused[i]);
+		st = raw(d->port, req, strlen(req), body, sizeof(body));
+		TAP_OK(st == 403 && strstr(body, "Sec-Fetch-Site"),
+		       "%s with '%.*s': 403 (%d)", path,
+		       (int)strcspn(refused[i], "\r"), refused[i], st);
+	}
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/diff?pid=%d&since=1 HTTP/1.1\r\nHost: %s\r\n"
+		 "Sec-Fetch-Site: cross-site\r\n\r\n",
+		 (int)pid, host);
+	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	TAP_OK(st == 403, "a cross-site /api/v1/diff: 403 (%d)", st);
+	after = itest_metric(d, "stackwatch_signals_sent_total");
+	TAP_OK(before >= 0 && after == before,
+	       "no signal went out for them (%g then %g)", before, after);
+	snprintf(req, sizeof(req),
+		 "GET /stacks?pid=%d HTTP/1.1\r\nHost: %s\r\n"
+		 "Sec-Fetch-Site: cross-site\r\n\r\n",
+		 (int)pid, host);
+	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	TAP_OK(st == 200, "a link from elsewhere opens the page (%d)", st);
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: %s\r\n"
+		 "Sec-Fetch-Site: same-origin\r\nOrigin: http://%s\r\n\r\n",
+		 (int)pid, host, host);
+	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	TAP_OK(st == 200, "the daemon's own page is answered (%d)", st);
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/stacks?pid=%d&format=text HTTP/1.1\r\n"
+		 "Host: %s\r\nSec-Fetch-Site: none\r\n\r\n",
+		 (int)pid, host);
+	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	TAP_OK(st == 200, "a URL typed into the browser is answered (%d)", st);
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: %s\r\n\r\n",
+		 (int)pid, host);
+	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	after = itest_metric(d, "stackwatch_signals_sent_total");
+	TAP_OK(st == 200 && after > before,
+	       "a script's request (neither header) is answered and "
+	       "signals (%d, %g signals)",
+	       st, after - before);
+	itest_kill(pid);
+}
+
 int main(void)
 {
 	struct itest_daemon d;
@@ -326,6 +412,7 @@ int main(void)
 	test_slow_clients(&d);
 	test_promtool(&d);
 	test_no_signal(&d);
+	test_cross_site(&d);
 	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon exits 0 after all that");
 	itest_daemon_cleanup(&d);
 	test_token();

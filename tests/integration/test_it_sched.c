@@ -58,28 +58,6 @@ static pid_t spawn(const struct itest_daemon *d, char **args, int *out, int *in)
 	return itest_spawn_io(d, argv, out, in);
 }
 
-/* A number from /metrics: the line "NAME VALUE". -1 when absent. */
-static double metric(const struct itest_daemon *d, const char *name)
-{
-	struct http_response r;
-	double v = -1;
-	size_t n = strlen(name);
-
-	memset(&r, 0, sizeof(r));
-	if (itest_get(d, "/metrics", &r) == 0 && r.status == 200) {
-		for (char *l = r.body; l && *l; l = strchr(l, '\n')) {
-			if (*l == '\n')
-				l++;
-			if (strncmp(l, name, n) == 0 && l[n] == ' ') {
-				v = atof(l + n + 1);
-				break;
-			}
-		}
-	}
-	http_response_release(&r);
-	return v;
-}
-
 static long rss_kb(pid_t pid)
 {
 	char path[64], line[256];
@@ -134,8 +112,8 @@ static void test_qpid(void)
 		itest_sleep_ms(100);
 	}
 	rss1 = rss_kb(d.pid);
-	depth = metric(&d, "stackwatch_scheduler_queue_depth");
-	max_depth = metric(&d, "stackwatch_scheduler_queue_depth_max");
+	depth = itest_metric(&d, "stackwatch_scheduler_queue_depth");
+	max_depth = itest_metric(&d, "stackwatch_scheduler_queue_depth_max");
 	TAP_OK(healthy == polls, "qpid: /healthz answered throughout (%d/%d)",
 	       healthy, polls);
 	/* 8 targets and the daemon itself. */
@@ -318,7 +296,7 @@ static void test_coalescing(void)
 	itest_wait_line(out, "ready");
 	TAP_OK(itest_wait_registered(&d, pid, 10000),
 	       "coalescing: workload registered");
-	before = metric(&d, "stackwatch_dumps_total{result=\"ok\"}");
+	before = itest_metric(&d, "stackwatch_dumps_total{result=\"ok\"}");
 	t0 = itest_now_ms();
 	for (int i = 0; i < 40; i++) {
 		cl[i].d = &d;
@@ -332,14 +310,14 @@ static void test_coalescing(void)
 		ok += cl[i].ok;
 	}
 	ms = itest_now_ms() - t0;
-	after = metric(&d, "stackwatch_dumps_total{result=\"ok\"}");
+	after = itest_metric(&d, "stackwatch_dumps_total{result=\"ok\"}");
 	TAP_OK(ok == 200, "coalescing: all 200 requests answered (%d)", ok);
 	TAP_OK(after - before <= 30.0 * (double)ms / 1000.0 + 1,
 	       "coalescing: %g dumps for 200 requests in %ld ms (limit 30/s)",
 	       after - before, ms);
 	TAP_NOTE("coalescing: %g coalesced, %g cached",
-		 metric(&d, "stackwatch_requests_coalesced_total"),
-		 metric(&d, "stackwatch_requests_cached_total"));
+		 itest_metric(&d, "stackwatch_requests_coalesced_total"),
+		 itest_metric(&d, "stackwatch_requests_cached_total"));
 	itest_kill(pid);
 	close(out);
 	TAP_OK(itest_daemon_stop(&d) == 0, "coalescing: the daemon exits 0 on "
@@ -428,7 +406,7 @@ static void test_watchdog(void)
 	       "(after %ld ms)",
 	       vf_ms);
 	TAP_OK(idle_flagged == 0, "watchdog: 64 idle waiters never flagged");
-	TAP_OK(metric(&d, "stackwatch_stuck_threads") >= 2,
+	TAP_OK(itest_metric(&d, "stackwatch_stuck_threads") >= 2,
 	       "watchdog: the stuck gauge counts them");
 	itest_kill(pid);
 	close(out);

@@ -574,6 +574,73 @@ static void test_text_edges(void)
 	sw_dump_free(d);
 }
 
+/*
+ * Names that would disguise what a reader sees: a right-to-left override
+ * (U+202E), a C1 control (U+0085), a zero-width space, an isolate, a byte
+ * order mark, stray and overlong bytes. Text and folded show '?' for each
+ * of them and keep ordinary non-ASCII letters; JSON keeps valid UTF-8.
+ */
+static void test_text_disguise(void)
+{
+	static const struct {
+		const char *name, *shown;
+	} names[] = {
+		{ "evil\xe2\x80\xaegnp.exe", "evil?gnp.exe" },
+		{ "nel\xc2\x85line", "nel?line" },
+		{ "zero\xe2\x80\x8bwidth", "zero?width" },
+		{ "iso\xe2\x81\xa6late", "iso?late" },
+		{ "\xef\xbb\xbf"
+		  "bom",
+		  "?bom" },
+		{ "bad\xff\xc0\xaf", "bad???" },
+		{ "caf\xc3\xa9-\xe6\x97\xa5", "caf\xc3\xa9-\xe6\x97\xa5" },
+	};
+	struct sw_dump *d = dump_new();
+	char *s = NULL, *f = NULL, *j = NULL;
+	cJSON *root = NULL, *th;
+	size_t n = sizeof(names) / sizeof(names[0]);
+	bool shown = true, kept = false;
+
+	snprintf(d->comm, sizeof(d->comm), "srv\xe2\x80\xae;x");
+	d->cmdline = strdup("run \xe2\x80\xae\xc2\x9b");
+	add_module(d, exe, EXE_BIAS);
+	for (size_t i = 0; i < n; i++) {
+		struct sw_thread *t =
+			add_thread(d, (pid_t)i + 1, names[i].name, 'S');
+
+		SET(d, t, spin_plain);
+	}
+	TAP_OK(group_dump(d) == 0 && sw_dump_text(d, &s) == 0,
+	       "a dump of disguised names renders as text");
+	for (size_t i = 0; s && i < n; i++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "%s (%zu)", names[i].shown, i + 1);
+		if (!strstr(s, want)) {
+			shown = false;
+			TAP_NOTE("missing '%s'", want);
+		}
+	}
+	TAP_OK(s && shown,
+	       "text: overrides, C1, zero-width, isolates, BOM and bad bytes "
+	       "are '?', other letters kept");
+	TAP_OK(s && !strncmp(s, "Process 0 (srv?;x)", 18),
+	       "text: the command name too (%.18s)", s ? s : "");
+	TAP_OK(sw_dump_folded(d, &f) == 0 && f && !strncmp(f, "srv??x;", 7),
+	       "folded: the same (%.7s)", f ? f : "");
+	if (sw_dump_json(d, &j) == 0)
+		root = cJSON_Parse(j);
+	th = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "threads"), 0);
+	th = cJSON_GetObjectItem(th, "name");
+	kept = cJSON_IsString(th) && !strcmp(th->valuestring, names[0].name);
+	TAP_OK(kept, "JSON keeps valid UTF-8 as it is (the page escapes it)");
+	cJSON_Delete(root);
+	free(s);
+	free(f);
+	free(j);
+	sw_dump_free(d);
+}
+
 /* How cJSON prints the number v, for comparing our raw numbers with. */
 static void cjson_number(double v, char *buf, size_t size)
 {
@@ -741,6 +808,7 @@ int main(void)
 	test_json_numbers();
 	test_dump_memory();
 	test_text_edges();
+	test_text_disguise();
 	test_empty();
 	return tap_done();
 }

@@ -397,6 +397,32 @@ test('errors from the API are shown readably', async () => {
   assert.match(await res.text(), /pid 1 is not a registered target/);
 });
 
+test('names that would disguise the page are shown escaped', async () => {
+  // A right-to-left override, a C1 control, a zero-width space and an
+  // isolate in the comm, the command line and the thread name.
+  const name = 'evil\u202egnp.exe\u0085\u200b\u2066x';
+  const { child, seen } = await startUntil(path.join(BUILD, 'fixtures/hostile_agent'),
+    [socket, 'name', name], {}, 'stdout', /^ready$/m, 10000);
+  try {
+    await waitRegistered([child.pid]);
+    const shown = 'evil\\u202egnp.exe\\u0085\\u200b\\u2066x';
+    const disguised = /[\u0080-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/;
+    const list = await open('/stacks');
+    const listed = await list.locator('body').innerText();
+    assert.ok(listed.includes(shown), `the list shows ${shown}`);
+    assert.ok(!disguised.test(listed), 'and no disguising character');
+    await list.close();
+    const page = await open(`/stacks?pid=${child.pid}`);
+    const text = await page.locator('body').innerText();
+    assert.ok(text.includes(shown), `the process view shows ${shown}`);
+    assert.ok(!disguised.test(text), 'and no disguising character');
+    await page.close();
+  } finally {
+    child.kill('SIGKILL');
+  }
+  assert.ok(seen.includes('ready'));
+});
+
 test('auto-refresh is off by default and takes a new dump when on', async () => {
   const page = await open(`/stacks?pid=${small.pid}`);
   assert.equal(await page.isChecked('#autorefresh'), false);

@@ -1,0 +1,202 @@
+/*
+ * test_sec_http.c - what one local user can do to the daemon's HTTP side
+ * (the daemon runs as root, the attacker as nobody):
+ *
+ * - hold connections open from many loopback addresses (127.0.0.2, ...),
+ *   which dodges a per-address limit: the daemon counts them per
+ *   requester, so nobody keeps 64 and everyone else is still answered;
+ * - have an answer rendered that is too large for its format (a dump of
+ *   a million frames in a module with a long path): an error status with
+ *   the reason, never a 200 with an empty or cut body.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "sectest.h"
+#include "tap.h"
+
+#define FLOOD 600	/* connections nobody opens */
+#define PER_PEER 64	/* what the daemon lets one requester hold */
+#define OTHER_UID 65533 /* a second unprivileged user */
+
+static char work[] = "/tmp/sw-sechttp-XXXXXX";
+
+/* A TCP connection to 127.0.0.1:port from source address 127.x.y.z. */
+static int connect_from(int port, unsigned n)
+{
+	struct sockaddr_in src = { .sin_family = AF_INET };
+	struct sockaddr_in dst = { .sin_family = AF_INET,
+				   .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	src.sin_addr.s_addr =
+		htonl(0x7f000000u | ((n / 250 + 1) << 8) | (n % 250 + 2));
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 &&
+	    (bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+	     connect(fd, (struct sockaddr *)&dst, sizeof(dst)) < 0)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * As nobody: opens FLOOD connections from as many addresses, waits a
+ * second, and writes to report how many connected and how many the
+ * daemon has not closed; holds them until go is readable, then closes
+ * them all and exits.
+ */
+static pid_t flood(int port, int report, int go)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		static int fds[FLOOD];
+		int counts[2] = { 0, 0 };
+		char c;
+
+		if (sec_become(SEC_NOBODY, SEC_NOBODY, NULL, 0) < 0)
+			_exit(126);
+		for (unsigned i = 0; i < FLOOD; i++) {
+			fds[i] = connect_from(port, i);
+			counts[0] += fds[i] >= 0;
+		}
+		itest_sleep_ms(1000);
+		for (unsigned i = 0; i < FLOOD; i++) {
+			struct pollfd p = { .fd = fds[i], .events = POLLIN };
+
+			if (fds[i] < 0)
+				continue;
+			/* Closed by the daemon: readable, and the end. */
+			if (poll(&p, 1, 0) == 1 &&
+			    recv(fds[i], &c, 1, MSG_DONTWAIT) <= 0)
+				continue;
+			counts[1]++;
+		}
+		(void)!write(report, counts, sizeof(counts));
+		(void)!read(go, &c, 1);
+		for (unsigned i = 0; i < FLOOD; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		_exit(0);
+	}
+	return pid;
+}
+
+static void test_connections(const struct itest_daemon *d)
+{
+	struct sec_answer *a = calloc(1, sizeof(*a));
+	int report[2], go[2], counts[2] = { -1, -1 };
+	pid_t f;
+
+	if (!a || pipe(report) < 0 || pipe(go) < 0) {
+		TAP_OK(false, "pipes");
+		free(a);
+		return;
+	}
+	f = flood(d->port, report[1], go[0]);
+	close(report[1]);
+	close(go[0]);
+	if (read(report[0], counts, sizeof(counts)) != sizeof(counts))
+		counts[0] = counts[1] = -1;
+	TAP_OK(counts[0] == FLOOD,
+	       "nobody connects %d times from %d loopback addresses (%d)",
+	       FLOOD, FLOOD, counts[0]);
+	TAP_OK(counts[1] == PER_PEER,
+	       "the daemon keeps %d of them open and closes the rest (%d "
+	       "open)",
+	       PER_PEER, counts[1]);
+	sec_get_as(OTHER_UID, OTHER_UID, NULL, 0, d->url, NULL, NULL,
+		   "/api/v1/targets", a);
+	TAP_OK(a->status == 200,
+	       "meanwhile another user is answered over TCP (%d)", a->status);
+	sec_get_as(0, 0, NULL, 0, d->url, NULL, NULL, "/healthz", a);
+	TAP_OK(a->status == 200, "and root (%d)", a->status);
+	sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, d->url, NULL, NULL,
+		   "/api/v1/targets", a);
+	TAP_OK(a->status == 0, "nobody's next connection is not (%d)",
+	       a->status);
+	(void)!write(go[1], "x", 1);
+	close(go[1]);
+	close(report[0]);
+	waitpid(f, NULL, 0);
+	itest_sleep_ms(300); /* the daemon sees them close */
+	sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, d->url, NULL, NULL,
+		   "/api/v1/targets", a);
+	TAP_OK(a->status == 200,
+	       "once nobody closed them, it is answered again (%d)", a->status);
+	free(a);
+}
+
+/*
+ * A dump of 4000 threads x 250 frames in a module without symbols at a
+ * long path: as text or folded it is far more than the 64 MiB a
+ * rendering may take.
+ */
+static void test_too_large(const struct itest_daemon *d, const char *bin)
+{
+	static const char *const formats[] = { "text", "folded" };
+	pid_t h = sec_start_hostile(d, "big", "4000", "250", bin);
+	char path[128];
+
+	TAP_OK(h > 0, "an agent of nobody with 1 M frames in %.40s...", bin);
+	for (size_t i = 0; i < 2; i++) {
+		struct http_opts o;
+		struct http_response r;
+
+		http_opts_init(&o);
+		o.timeout_ms = 60000;
+		o.max_body = 1u << 30;
+		memset(&r, 0, sizeof(r));
+		snprintf(path, sizeof(path),
+			 "/api/v1/stacks?pid=%d&format=%s&timeout_ms=5000",
+			 (int)h, formats[i]);
+		if (http_get(d->url, path, &o, &r) < 0)
+			r.status = 0;
+		TAP_OK(r.status == 500 && r.body && strstr(r.body, "too large"),
+		       "as %s: a 500 saying it is too large (%d, %zu bytes)",
+		       formats[i], r.status, r.body_len);
+		http_response_release(&r);
+	}
+	itest_kill(h);
+}
+
+int main(void)
+{
+	static const char *const args[] = { "--sample-interval", "0", NULL };
+	char bin[512], cmd[1200];
+	struct itest_daemon d;
+
+	if (geteuid() != 0) {
+		TAP_SKIP("needs root: the daemon runs as root, requesters as "
+			 "nobody");
+		return tap_done();
+	}
+	if (!mkdtemp(work) || chmod(work, 0755) < 0) {
+		TAP_OK(false, "a work directory");
+		return tap_done();
+	}
+	/* A module without symbols, its name 240 characters long. */
+	snprintf(bin, sizeof(bin), "%s/%0240d", work, 0);
+	snprintf(cmd, sizeof(cmd), "strip -o '%s' '%s/stackwatchd'", bin,
+		 itest_build());
+	TAP_OK(system(cmd) == 0, "a stripped copy of the daemon");
+	if (itest_daemon_start_args(&d, args) < 0) {
+		TAP_OK(false, "the daemon starts");
+		return tap_done();
+	}
+	chmod(d.dir, 0711); /* nobody may reach the agent socket */
+	test_connections(&d);
+	test_too_large(&d, bin);
+	TAP_OK(itest_alive(d.pid), "the daemon is alive after it all");
+	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon stops cleanly");
+	itest_daemon_cleanup(&d);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", work);
+	if (system(cmd) != 0)
+		TAP_NOTE("could not remove %s", work);
+	return tap_done();
+}
