@@ -224,6 +224,8 @@ fails "an agent socket in a missing place" "^stackwatchd: cannot listen for agen
 sed -e 's/^#\([a-z-]* = \)/\1/' \
 	-e "s|^listen = .*|listen = 127.0.0.1:0|" \
 	-e "s|^agent-socket = .*|agent-socket = $tmp/example.sock|" \
+	-e "s|^http-socket = .*|http-socket = $tmp/example-http.sock|" \
+	-e "s|^admin-group = .*|admin-group = root|" \
 	-e "s|^token-file = .*|token-file = $tmp/token|" \
 	"$root/systemd/stackwatchd.conf.example" >"$tmp/example.conf"
 echo "  s3cret  " >"$tmp/token"
