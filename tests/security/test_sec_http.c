@@ -5,6 +5,10 @@
  * - hold connections open from many loopback addresses (127.0.0.2, ...),
  *   which dodges a per-address limit: the daemon counts them per
  *   requester, so nobody keeps 64 and everyone else is still answered;
+ * - name its process and threads with bidirectional overrides, C1
+ *   controls and zero-width characters: text and folded show '?';
+ * - send a browser to a page that requests /api/v1/stacks (an <img>):
+ *   refused as cross-site, while its own scripts are answered;
  * - have an answer rendered that is too large for its format (a dump of
  *   a million frames in a module with a long path): an error status with
  *   the reason, never a 200 with an empty or cut body.
@@ -165,6 +169,111 @@ static void test_too_large(const struct itest_daemon *d, const char *bin)
 	itest_kill(h);
 }
 
+/*
+ * Sends the raw request req as uid to 127.0.0.1:port, in a child; the
+ * status of the answer (0: none) and its first bytes in body.
+ */
+static int raw_as(uid_t uid, int port, const char *req, char *body, size_t size)
+{
+	int p[2], status = 0;
+	ssize_t n, got = 0;
+	pid_t pid;
+
+	body[0] = '\0';
+	if (pipe(p) < 0)
+		return 0;
+	pid = fork();
+	if (pid == 0) {
+		char buf[65536];
+		size_t len = 0;
+		int fd;
+
+		close(p[0]);
+		if (sec_become(uid, uid, NULL, 0) < 0)
+			_exit(1);
+		fd = connect_from(port, 0);
+		if (fd < 0 || write(fd, req, strlen(req)) < 0)
+			_exit(1);
+		shutdown(fd, SHUT_WR);
+		while (len < sizeof(buf) - 1 &&
+		       (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+			len += (size_t)n;
+		(void)!write(p[1], buf, len);
+		_exit(0);
+	}
+	close(p[1]);
+	while (got < (ssize_t)size - 1 &&
+	       (n = read(p[0], body + got, size - 1 - (size_t)got)) > 0)
+		got += n;
+	body[got] = '\0';
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	sscanf(body, "HTTP/1.%*d %d", &status);
+	return status;
+}
+
+/*
+ * A web page that points an <img> at the daemon cannot make it dump
+ * nobody's own target; nobody's script (no such headers) can.
+ */
+static void test_cross_site(const struct itest_daemon *d, pid_t h)
+{
+	char req[512], body[65536];
+	int st;
+
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+		 "Sec-Fetch-Site: cross-site\r\nSec-Fetch-Dest: image\r\n\r\n",
+		 (int)h, d->port);
+	st = raw_as(SEC_NOBODY, d->port, req, body, sizeof(body));
+	TAP_OK(st == 403,
+	       "nobody's browser, sent there by another site: "
+	       "403 (%d)",
+	       st);
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+		 "Origin: http://evil.example\r\n\r\n",
+		 (int)h, d->port);
+	st = raw_as(SEC_NOBODY, d->port, req, body, sizeof(body));
+	TAP_OK(st == 403, "a foreign Origin: 403 (%d)", st);
+	snprintf(req, sizeof(req),
+		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: 127.0.0.1:%d"
+		 "\r\n\r\n",
+		 (int)h, d->port);
+	st = raw_as(SEC_NOBODY, d->port, req, body, sizeof(body));
+	TAP_OK(st == 200, "nobody's own script: 200 (%d)", st);
+}
+
+/*
+ * nobody's agent names itself with a right-to-left override, a C1
+ * control and a zero-width space: text and folded answers show '?'.
+ */
+static void test_disguise(const struct itest_daemon *d)
+{
+	static const char name[] = "ev\xe2\x80\xaegnp\xc2\x85\xe2\x80\x8b";
+	static const char *const formats[] = { "text", "folded" };
+	struct sec_answer *a = calloc(1, sizeof(*a));
+	pid_t h = sec_start_hostile(d, "name", name, NULL, NULL);
+	char path[96];
+
+	TAP_OK(a && h > 0, "an agent of nobody with a disguising name");
+	for (size_t i = 0; a && h > 0 && i < 2; i++) {
+		snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d&format=%s",
+			 (int)h, formats[i]);
+		sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, d->url, NULL, NULL,
+			   path, a);
+		TAP_OK(a->status == 200 && strstr(a->body, "ev?gnp??") &&
+			       !strstr(a->body, "\xe2\x80\xae") &&
+			       !strstr(a->body, "\xc2\x85"),
+		       "as %s: shown as ev?gnp?? (%d)", formats[i],
+		       a->status);
+	}
+	if (h > 0)
+		test_cross_site(d, h);
+	itest_kill(h);
+	free(a);
+}
+
 int main(void)
 {
 	static const char *const args[] = { "--sample-interval", "0", NULL };
@@ -191,6 +300,7 @@ int main(void)
 	}
 	chmod(d.dir, 0711); /* nobody may reach the agent socket */
 	test_connections(&d);
+	test_disguise(&d);
 	test_too_large(&d, bin);
 	TAP_OK(itest_alive(d.pid), "the daemon is alive after it all");
 	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon stops cleanly");
