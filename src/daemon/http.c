@@ -413,6 +413,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct query_stacks *rq,
 				     struct target **ts, size_t n, bool many)
 {
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	struct sdump **sds = calloc(n ? n : 1, sizeof(*sds));
 	int *rcs = calloc(n ? n : 1, sizeof(*rcs));
 	cJSON *doc = NULL, *arr = NULL;

@@ -170,7 +170,7 @@ out:
 
 static int identify_tcp(int fd, struct peer *p)
 {
-	struct sockaddr_storage client, server;
+	struct sockaddr_storage client = { 0 }, server = { 0 };
 	socklen_t clen = sizeof(client), slen = sizeof(server);
 	char host[INET6_ADDRSTRLEN] = "?";
 
@@ -195,7 +195,7 @@ static int identify_tcp(int fd, struct peer *p)
 
 int peer_identify(int fd, struct peer *out)
 {
-	struct sockaddr_storage ss;
+	struct sockaddr_storage ss = { 0 };
 	socklen_t len = sizeof(ss);
 
 	memset(out, 0, sizeof(*out));

@@ -965,7 +965,7 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 		rc = await_answer(t, t->seq, deadline, out);
 	if (rc == -ETIMEDOUT)
 		drop_partial(t);
-	if (rc == 0 && t->uid != 0 &&
+	if (rc == 0 && *out && t->uid != 0 &&
 	    dump_addresses(*out) > (size_t)atomic_load(&max_dump_addresses)) {
 		log_notice("pid %d (%s) of uid %d sent a dump of %zu "
 			   "addresses, more than the %d allowed "

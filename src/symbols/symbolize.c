@@ -508,7 +508,7 @@ static bool inflation_bounded(Elf *elf)
 			if (!raw || raw->d_size < 12)
 				continue;
 			b = raw->d_buf;
-			if (memcmp(b, "ZLIB", 4))
+			if (memcmp(b, "ZLIB", 4) != 0)
 				continue;
 			for (int i = 4; i < 12; i++)
 				z = z << 8 | b[i];
