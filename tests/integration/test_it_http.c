@@ -6,6 +6,7 @@
  * that asking about a pid that is not a target signals nothing (strace).
  */
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -315,6 +316,27 @@ static void test_no_signal(const struct itest_daemon *d)
 }
 
 /*
+ * GETs the path that pathfmt makes, from 127.0.0.1:port as Host, with the
+ * extra header lines headers ("" for none). Returns the status.
+ */
+static int ask(int port, char *body, size_t size, const char *headers,
+	       const char *pathfmt, ...) __attribute__((format(printf, 5, 6)));
+static int ask(int port, char *body, size_t size, const char *headers,
+	       const char *pathfmt, ...)
+{
+	char path[256], req[1024];
+	va_list ap;
+
+	va_start(ap, pathfmt);
+	vsnprintf(path, sizeof(path), pathfmt, ap);
+	va_end(ap);
+	snprintf(req, sizeof(req),
+		 "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n", path, port,
+		 headers);
+	return raw(port, req, strlen(req), body, size);
+}
+
+/*
  * A page on another site must not make the daemon signal (an <img> or a
  * fetch pointed at /api/v1/stacks): what the browser marks as cross-site
  * is a 403 and no signal goes out, while the daemon's own page, a typed
@@ -361,37 +383,25 @@ static void test_cross_site(const struct itest_daemon *d)
 		       "%s with '%.*s': 403 (%d)", path,
 		       (int)strcspn(refused[i], "\r"), refused[i], st);
 	}
-	snprintf(req, sizeof(req),
-		 "GET /api/v1/diff?pid=%d&since=1 HTTP/1.1\r\nHost: %s\r\n"
-		 "Sec-Fetch-Site: cross-site\r\n\r\n",
-		 (int)pid, host);
-	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	st = ask(d->port, body, sizeof(body), "Sec-Fetch-Site: cross-site\r\n",
+		 "/api/v1/diff?pid=%d&since=1", (int)pid);
 	TAP_OK(st == 403, "a cross-site /api/v1/diff: 403 (%d)", st);
 	after = itest_metric(d, "stackwatch_signals_sent_total");
 	TAP_OK(before >= 0 && after == before,
 	       "no signal went out for them (%g then %g)", before, after);
-	snprintf(req, sizeof(req),
-		 "GET /stacks?pid=%d HTTP/1.1\r\nHost: %s\r\n"
-		 "Sec-Fetch-Site: cross-site\r\n\r\n",
-		 (int)pid, host);
-	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	st = ask(d->port, body, sizeof(body), "Sec-Fetch-Site: cross-site\r\n",
+		 "/stacks?pid=%d", (int)pid);
 	TAP_OK(st == 200, "a link from elsewhere opens the page (%d)", st);
 	snprintf(req, sizeof(req),
-		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: %s\r\n"
-		 "Sec-Fetch-Site: same-origin\r\nOrigin: http://%s\r\n\r\n",
-		 (int)pid, host, host);
-	st = raw(d->port, req, strlen(req), body, sizeof(body));
+		 "Sec-Fetch-Site: same-origin\r\nOrigin: http://%s\r\n", host);
+	st = ask(d->port, body, sizeof(body), req, "/api/v1/stacks?pid=%d",
+		 (int)pid);
 	TAP_OK(st == 200, "the daemon's own page is answered (%d)", st);
-	snprintf(req, sizeof(req),
-		 "GET /api/v1/stacks?pid=%d&format=text HTTP/1.1\r\n"
-		 "Host: %s\r\nSec-Fetch-Site: none\r\n\r\n",
-		 (int)pid, host);
-	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	st = ask(d->port, body, sizeof(body), "Sec-Fetch-Site: none\r\n",
+		 "/api/v1/stacks?pid=%d&format=text", (int)pid);
 	TAP_OK(st == 200, "a URL typed into the browser is answered (%d)", st);
-	snprintf(req, sizeof(req),
-		 "GET /api/v1/stacks?pid=%d HTTP/1.1\r\nHost: %s\r\n\r\n",
-		 (int)pid, host);
-	st = raw(d->port, req, strlen(req), body, sizeof(body));
+	st = ask(d->port, body, sizeof(body), "", "/api/v1/stacks?pid=%d",
+		 (int)pid);
 	after = itest_metric(d, "stackwatch_signals_sent_total");
 	TAP_OK(st == 200 && after > before,
 	       "a script's request (neither header) is answered and "
