@@ -351,11 +351,14 @@ static void test_claim(const struct itest_daemon *d)
 	       got);
 	j = dump(d, pid, &status);
 	after = itest_target_signal(d, pid);
+	/* The move may come before the first look: what counts is that the
+	 * list never names the program's signal once it claimed it. */
 	TAP_OK(status == 200 && count(j, "worker", "ok") == 4 &&
-		       after != before && after > 0,
-	       "the agent moved from signal %d to %d, and the targets list "
-	       "says so; every worker is dumped",
-	       before, after);
+		       after != SIGRTMIN + 4 && after > 0,
+	       "the agent moved off the program's signal %d (listed %d, "
+	       "then %d), and the targets list says so; every worker is "
+	       "dumped",
+	       SIGRTMIN + 4, before, after);
 	cJSON_Delete(j);
 	itest_kill(pid);
 	close(out);

@@ -14,6 +14,17 @@
 
 #define SEC_NOBODY 65534
 
+/*
+ * Whether this build runs under a sanitizer. Its allocator keeps what is
+ * freed in quarantine instead of handing it back, so the daemon's RSS
+ * then says nothing about ours: memory checks are skipped.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SEC_SANITIZED 1
+#else
+#define SEC_SANITIZED 0
+#endif
+
 /* Drops to uid and gid, with groups (n of them) as the only others. */
 static inline int sec_become(uid_t uid, gid_t gid, const gid_t *groups,
 			     size_t n)

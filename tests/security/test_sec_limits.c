@@ -167,12 +167,16 @@ static void test_half(const struct itest_daemon *d)
 	TAP_OK(st == 504, "its dump times out (%d)", st);
 	itest_sleep_ms(200);
 	after = rss_kib(d->pid);
-	TAP_OK(before > 0 && after - before < 16 * 1024,
-	       "the 32 MiB received are freed (RSS %ld -> %ld KiB)", before,
-	       after);
+	if (SEC_SANITIZED)
+		TAP_SKIP("the RSS of a sanitized daemon is its allocator's");
+	else
+		TAP_OK(before > 0 && after - before < 16 * 1024,
+		       "the 32 MiB received are freed (RSS %ld -> %ld KiB)",
+		       before, after);
 	st = get_body(d, path, 10000, NULL, 0);
-	TAP_OK(st == 504 && rss_kib(d->pid) - before < 16 * 1024,
-	       "and again: %d, RSS %ld KiB", st, rss_kib(d->pid));
+	after = rss_kib(d->pid);
+	TAP_OK(st == 504 && (SEC_SANITIZED || after - before < 16 * 1024),
+	       "and again: %d, RSS %ld KiB", st, after);
 	itest_kill(h);
 }
 
@@ -211,26 +215,32 @@ static void test_addresses(const struct itest_daemon *d)
 {
 	char path[96], body[4096];
 	long rss;
-	int bad = 0, named = 0;
+	int bad = 0, named = 0, sts[3] = { 0, 0, 0 };
 	pid_t h = sec_start_hostile(d, "big", "31000", "256", NULL);
 
 	TAP_OK(h > 0, "an agent of nobody with 31,000 threads x 256 "
 		      "addresses");
-	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d&timeout_ms=5000",
+	/* The longest deadline: a sanitized agent encodes its first answer
+	 * slowly. */
+	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d&timeout_ms=10000",
 		 (int)h);
 	for (int i = 0; i < 3; i++) {
 		int st = get_body(d, path, 30000, body, sizeof(body));
 
+		sts[i] = st;
 		bad += st == 502;
 		named += strstr(body, "--max-dump-addresses") != NULL;
 		itest_sleep_ms(50);
 	}
 	rss = rss_kib(d->pid);
 	TAP_OK(bad == 3 && named == 3,
-	       "three dumps refused with a 502 naming the limit (%d, %d)", bad,
-	       named);
-	TAP_OK(rss > 0 && rss < 100 * 1024,
-	       "the daemon's memory after them: %ld MiB", rss / 1024);
+	       "three dumps refused with a 502 naming the limit (%d %d %d)",
+	       sts[0], sts[1], sts[2]);
+	if (SEC_SANITIZED)
+		TAP_SKIP("the RSS of a sanitized daemon is its allocator's");
+	else
+		TAP_OK(rss > 0 && rss < 100 * 1024,
+		       "the daemon's memory after them: %ld MiB", rss / 1024);
 	itest_kill(h);
 }
 
