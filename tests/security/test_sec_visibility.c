@@ -248,6 +248,84 @@ static void check_token(void)
 	unlink(tokfile);
 }
 
+/* The number of threads of pid in a /api/v1/stuck answer; -1: not one. */
+static int stuck_of(const char *body, pid_t pid)
+{
+	cJSON *j = cJSON_Parse(body), *t;
+	int n = 0;
+
+	if (!cJSON_IsArray(cJSON_GetObjectItem(j, "threads"))) {
+		cJSON_Delete(j);
+		return -1;
+	}
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(j, "threads"))
+	{
+		cJSON *p = cJSON_GetObjectItem(t, "pid");
+
+		n += cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid;
+	}
+	cJSON_Delete(j);
+	return n;
+}
+
+/*
+ * The watchdog's findings follow the same rule: root's spinning thread
+ * is flagged for root, and is neither in nobody's /api/v1/stuck nor in
+ * any label of the /metrics nobody reads.
+ */
+static void check_stuck(void)
+{
+	static const char *const args[] = { "--sample-interval",
+					    "200",
+					    "--stuck-after",
+					    "1",
+					    "--timeout",
+					    "200",
+					    NULL };
+	char watch[] = "watch", spin[] = "spin", pidstr[32];
+	char *argv[] = { fixture, watch, spin, NULL };
+	struct sec_answer *a = calloc(1, sizeof(*a));
+	struct itest_daemon d;
+	int out, mine = -1, theirs = -1;
+	pid_t roots;
+
+	if (!a || itest_daemon_start_args(&d, args) < 0) {
+		TAP_OK(0, "a daemon with the watchdog on starts");
+		free(a);
+		return;
+	}
+	chmod(d.dir, 0711);
+	roots = itest_spawn(&d, argv, &out);
+	if (roots > 0 && itest_wait_line(out, "ready") &&
+	    itest_wait_registered(&d, roots, 10000)) {
+		for (long end = itest_now_ms() + 15000;
+		     itest_now_ms() < end && mine <= 0; itest_sleep_ms(100)) {
+			sec_get_as(0, 0, NULL, 0, d.url, NULL, NULL,
+				   "/api/v1/stuck", a);
+			mine = stuck_of(a->body, roots);
+		}
+		sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, d.url, NULL, NULL,
+			   "/api/v1/stuck", a);
+		theirs = stuck_of(a->body, roots);
+	}
+	TAP_OK(mine > 0, "root's spinning thread is flagged for root (%d)",
+	       mine);
+	TAP_OK(theirs == 0, "and absent from nobody's /api/v1/stuck (%d)",
+	       theirs);
+	sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, d.url, d.http_sock, NULL,
+		   "/metrics", a);
+	snprintf(pidstr, sizeof(pidstr), "\"%d\"", (int)roots);
+	TAP_OK(a->status == 200 && !strstr(a->body, pidstr),
+	       "and from every label of nobody's /metrics (%d)", a->status);
+	if (roots > 0) {
+		close(out);
+		itest_kill(roots);
+	}
+	TAP_OK(itest_daemon_stop(&d) == 0, "that daemon stops cleanly");
+	itest_daemon_cleanup(&d);
+	free(a);
+}
+
 int main(void)
 {
 	static const char *const args[] = { "--sample-interval", "0",
@@ -304,6 +382,7 @@ int main(void)
 	itest_daemon_cleanup(&d);
 	check_token();
 	check_remote(roots);
+	check_stuck();
 	if (system("groupdel " ADMIN_GROUP " 2>/dev/null") != 0)
 		TAP_OK(1, "# the group %s stays", ADMIN_GROUP);
 	return tap_done();
