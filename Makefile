@@ -439,7 +439,7 @@ REAL_DUMPS ?= 200
 
 .PHONY: real
 real:
-	@sh scripts/deps.sh check
+	@sh scripts/deps.sh real
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(abspath $(BUILD)) bash tests/real/run.sh $(REAL_DUMPS)
 

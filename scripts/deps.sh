@@ -1,7 +1,7 @@
 #!/bin/sh
 # deps.sh - makes sure the packages a make target needs are installed.
 #
-# Usage: deps.sh build|check|bench|lint
+# Usage: deps.sh build|check|bench|lint|real
 # On Debian/Ubuntu as root, installs what is missing with apt-get; as
 # another user, prints the exact command to run and fails. Quiet when
 # nothing is missing.
@@ -23,12 +23,16 @@ command -v npm >/dev/null 2>&1 || web="$web npm"
 service="systemd man-db groff-base util-linux"
 check="$build $testtools $web $service binutils elfutils procps"
 bench="$check gdb elfutils"
+# make real: real servers under the agent (node and a JVM are used when
+# installed).
+real="$check redis-server memcached postgresql"
 lint="$build cppcheck clang-tidy clang-format"
 
 case "${1:-build}" in
 build) want=$build ;;
 check) want=$check ;;
 bench) want=$bench ;;
+real) want=$real ;;
 lint) want=$lint ;;
 *) echo "deps.sh: unknown set '$1'" >&2; exit 2 ;;
 esac
