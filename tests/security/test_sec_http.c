@@ -265,8 +265,7 @@ static void test_disguise(const struct itest_daemon *d)
 		TAP_OK(a->status == 200 && strstr(a->body, "ev?gnp??") &&
 			       !strstr(a->body, "\xe2\x80\xae") &&
 			       !strstr(a->body, "\xc2\x85"),
-		       "as %s: shown as ev?gnp?? (%d)", formats[i],
-		       a->status);
+		       "as %s: shown as ev?gnp?? (%d)", formats[i], a->status);
 	}
 	if (h > 0)
 		test_cross_site(d, h);
