@@ -434,6 +434,7 @@ static void test_dumps(void)
 {
 	pthread_t th[NWORKERS];
 	int failed = 0, not_ok = 0, masked_wrong = 0, first_rc = 0;
+	char first_bad[256] = "";
 	uint64_t t0;
 
 	for (int i = 0; i < NWORKERS; i++)
@@ -461,7 +462,8 @@ static void test_dumps(void)
 				masked_wrong += t->status != SW_ST_BLOCKED;
 			} else if (t->status != SW_ST_OK) {
 				if (!not_ok++)
-					TAP_NOTE("dump %d: %s (%d) is %s: %s",
+					snprintf(first_bad, sizeof(first_bad),
+						 "dump %d: %s (%d) is %s: %s",
 						 i, t->name, (int)t->tid,
 						 dump_status_name(t->status),
 						 t->error ? t->error : "");
@@ -482,8 +484,8 @@ static void test_dumps(void)
 	       "%d dumps of busy threads all succeed (%d failed, "
 	       "first: %s)",
 	       DUMPS, failed, sw_strerror(first_rc));
-	TAP_OK(not_ok == 0, "every thread was ok in every dump (%d not)",
-	       not_ok);
+	TAP_OK(not_ok == 0, "every thread was ok in every dump (%d not%s%s)",
+	       not_ok, not_ok ? "; first: " : "", first_bad);
 	TAP_OK(masked_wrong == 0,
 	       "the thread that blocks every signal was blocked-signal each "
 	       "time (%d not)",
