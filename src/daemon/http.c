@@ -80,21 +80,21 @@ struct http {
 	} peers[HTTP_PEER_SLOTS];
 };
 
-/* A connection's socket context: who it is, and whether it is counted. */
+/* A connection's socket context: who it is, and where it is counted. */
 struct conn {
-	struct peer peer; /* first: peer_of() hands out its address */
-	bool counted;
+	struct peer peer;	 /* first: peer_of() hands out its address */
+	struct peer_count *slot; /* NULL: not counted (root, or refused) */
 };
 
 /*
- * Counts one more connection for key. Returns false, counting nothing,
- * when key already has HTTP_MAX_PER_PEER of them (or no slot is free,
- * which cannot happen while the daemons' own limits hold).
+ * Counts one more connection for key. Returns its slot, or NULL, counting
+ * nothing, when key already has HTTP_MAX_PER_PEER of them (or no slot is
+ * free, which cannot happen while the daemons' own limits hold). A slot
+ * keeps its key while its count is above 0.
  */
-static bool peer_count_up(struct http *h, const char *key)
+static struct peer_count *peer_count_up(struct http *h, const char *key)
 {
 	struct peer_count *slot = NULL;
-	bool ok = false;
 
 	pthread_mutex_lock(&h->peers_lock);
 	for (size_t i = 0; i < HTTP_PEER_SLOTS; i++) {
@@ -107,25 +107,18 @@ static bool peer_count_up(struct http *h, const char *key)
 		if (!pc->n && !slot)
 			slot = pc;
 	}
-	if (slot && slot->n < HTTP_MAX_PER_PEER) {
-		if (!slot->n)
-			snprintf(slot->key, sizeof(slot->key), "%s", key);
-		slot->n++;
-		ok = true;
-	}
+	if (slot && slot->n >= HTTP_MAX_PER_PEER)
+		slot = NULL;
+	if (slot && !slot->n++)
+		snprintf(slot->key, sizeof(slot->key), "%s", key);
 	pthread_mutex_unlock(&h->peers_lock);
-	return ok;
+	return slot;
 }
 
-static void peer_count_down(struct http *h, const char *key)
+static void peer_count_down(struct http *h, struct peer_count *slot)
 {
 	pthread_mutex_lock(&h->peers_lock);
-	for (size_t i = 0; i < HTTP_PEER_SLOTS; i++) {
-		if (h->peers[i].n && strcmp(h->peers[i].key, key) == 0) {
-			h->peers[i].n--;
-			break;
-		}
-	}
+	slot->n--;
 	pthread_mutex_unlock(&h->peers_lock);
 }
 
@@ -144,8 +137,8 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 	struct conn *cn = *socket_context;
 
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-		if (cn && cn->counted)
-			peer_count_down(h, cn->peer.key);
+		if (cn && cn->slot)
+			peer_count_down(h, cn->slot);
 		free(cn);
 		*socket_context = NULL;
 		return;
@@ -162,8 +155,8 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 		cn->peer.known = false;
 	if (cn->peer.known && cn->peer.uid == 0)
 		return;
-	cn->counted = peer_count_up(h, cn->peer.key);
-	if (!cn->counted) {
+	cn->slot = peer_count_up(h, cn->peer.key);
+	if (!cn->slot) {
 		log_info("http: %s has %d connections open, one more refused",
 			 cn->peer.key, HTTP_MAX_PER_PEER);
 		shutdown(ci->connect_fd, SHUT_RDWR);
