@@ -97,6 +97,16 @@ run_one() {
 	selected "$name" || return 0
 	log=$logs/$name.log
 	rm -f "$logs/$name".tsan.*
+	staged=false
+	case $name in
+	test_sec_* | integration-users)
+		if [ -n "$stage" ]; then
+			SW_TARGET_BUILD=$stage
+			export SW_TARGET_BUILD
+			staged=true
+		fi
+		;;
+	esac
 	if $tsan; then
 		TSAN_OPTIONS="$TSAN_OPTIONS log_path=$logs/$name.tsan" \
 			timeout -k 10 "$per_test_timeout" $norandom "$@" \
@@ -105,6 +115,9 @@ run_one() {
 		timeout -k 10 "$per_test_timeout" "$@" >"$log" 2>&1 </dev/null
 	fi
 	status=$?
+	if $staged; then
+		unset SW_TARGET_BUILD
+	fi
 	pass=$(grep -c '^ok\b' "$log")
 	fail=$(grep -c '^not ok\b' "$log")
 	extra=""
@@ -139,6 +152,21 @@ run_one() {
 	total_fail=$((total_fail + fail))
 }
 
+# The security tests run programs as nobody. When nobody cannot reach the
+# build (a checkout under a 0700 directory, as mktemp -d makes), they take
+# them from a copy it can reach: the agent, the CLI, the library and the
+# fixtures, staged here and named by SW_TARGET_BUILD for those tests.
+stage=""
+if [ "$(id -u)" = 0 ] && [ -z "${SW_TARGET_BUILD:-}" ] &&
+	command -v setpriv >/dev/null 2>&1 &&
+	! setpriv --reuid=65534 --regid=65534 --clear-groups \
+		test -r "$build/libstackwatch-agent.so" 2>/dev/null; then
+	stage=$(mktemp -d /tmp/sw-stage-XXXXXX) &&
+		cp -a "$build"/libstackwatch-agent.so "$build"/stackwatch \
+			"$build"/libstackwatch.so* "$build"/fixtures "$stage"/ &&
+		chmod -R go+rX "$stage" || stage=""
+fi
+
 for t in "$build"/tests/*; do
 	[ -f "$t" ] && [ -x "$t" ] || continue
 	run_one "$(basename "$t")" "$t"
@@ -149,6 +177,7 @@ for s in "$root"/tests/integration/*.sh; do
 	run_one "integration-$(basename "$s" .sh)" sh "$s"
 done
 
+[ -n "$stage" ] && rm -rf "$stage"
 printf '%s' "$summary"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

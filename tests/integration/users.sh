@@ -71,12 +71,16 @@ as() {
 	shift
 	setpriv --reuid="$u" --regid="$u" --clear-groups "$@"
 }
-agent_env="LD_PRELOAD=$BUILD/libstackwatch-agent.so STACKWATCH_SOCKET=$tmp/agent.sock"
+# What the users run comes from where they can read it (tests/run.sh
+# stages a copy when the build is out of their reach).
+TB=${SW_TARGET_BUILD:-$BUILD}
+agent_env="LD_PRELOAD=$TB/libstackwatch-agent.so STACKWATCH_SOCKET=$tmp/agent.sock"
 
 # python3 as nobody: 40 named threads and an HTTP server.
 pport=$(free_port)
 # shellcheck disable=SC2086
-(exec setpriv --reuid=65534 --regid=65534 --clear-groups env $agent_env python3 -c "
+# (It serves / : the checkout may be out of nobody's reach.)
+(cd / && exec setpriv --reuid=65534 --regid=65534 --clear-groups env $agent_env python3 -c "
 import threading, time, http.server
 def work():
     while True:
@@ -168,7 +172,7 @@ check() {
 		fi
 	done
 	as "$u" env STACKWATCH_HTTP_SOCKET="$tmp/http.sock" \
-		"$BUILD/stackwatch" targets >"$tmp/cli" 2>&1
+		"$TB/stackwatch" targets >"$tmp/cli" 2>&1
 	rc=$?
 	if [ $rc = 0 ] && grep -q "^ *$own " "$tmp/cli" &&
 		! grep -q "^ *$other " "$tmp/cli"; then
@@ -177,9 +181,9 @@ check() {
 		nok "$name, the CLI (unix socket): lists its own $own, not $other (exit $rc)"
 		sed 's/^/# /' "$tmp/cli"
 	fi
-	as "$u" "$BUILD/stackwatch" --url "$url" dump "$own" >"$tmp/cli" 2>&1
+	as "$u" "$TB/stackwatch" --url "$url" dump "$own" >"$tmp/cli" 2>&1
 	rc=$?
-	as "$u" "$BUILD/stackwatch" --url "$url" dump "$other" >"$tmp/cli2" 2>&1
+	as "$u" "$TB/stackwatch" --url "$url" dump "$other" >"$tmp/cli2" 2>&1
 	rc2=$?
 	if [ $rc = 0 ] && grep -q '^#0 ' "$tmp/cli" && [ $rc2 = 1 ] &&
 		grep -q 'not a registered target' "$tmp/cli2"; then

@@ -164,7 +164,7 @@ static inline pid_t sec_hostile(const struct itest_daemon *d, const char *mode,
 	pid_t pid;
 
 	snprintf(hostile, sizeof(hostile), "%s/fixtures/hostile_agent",
-		 itest_build());
+		 itest_target_build());
 	if (pipe(p) < 0)
 		return -1;
 	pid = fork();

@@ -116,7 +116,8 @@ static bool stub_with_build_id(const char *to, const char *hex)
 	char *at;
 	FILE *f;
 
-	snprintf(from, sizeof(from), "%s/fixtures/stub.so", itest_build());
+	snprintf(from, sizeof(from), "%s/fixtures/stub.so",
+		 itest_target_build());
 	f = fopen(from, "rb");
 	n = f ? fread(buf, 1, sizeof(buf), f) : 0;
 	if (f)
@@ -164,7 +165,8 @@ static void test_debug_paths(const struct itest_daemon *d, pid_t roots)
 	cJSON *j;
 	int st;
 
-	snprintf(stub, sizeof(stub), "%s/fixtures/stub.so", itest_build());
+	snprintf(stub, sizeof(stub), "%s/fixtures/stub.so",
+		 itest_target_build());
 	snprintf(dir1, sizeof(dir1), "%s/evil1", work);
 	snprintf(dir2, sizeof(dir2), "%s/evil2", work);
 	snprintf(secret, sizeof(secret), "%s/rootonly", work);
@@ -292,7 +294,8 @@ static void test_unmapped_claim(const struct itest_daemon *d)
 	cJSON *j;
 	int st;
 
-	snprintf(stub, sizeof(stub), "%s/fixtures/stub.so", itest_build());
+	snprintf(stub, sizeof(stub), "%s/fixtures/stub.so",
+		 itest_target_build());
 	snprintf(secret, sizeof(secret), "%s/rootonly/secret.so", work);
 	TAP_OK(copy_file(stub, secret, 0) && chmod(secret, 0700) == 0,
 	       "a root-only binary in a root-only directory");

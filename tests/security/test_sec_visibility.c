@@ -129,7 +129,7 @@ static void check_cli(const struct itest_daemon *d, pid_t mine, pid_t roots)
 	snprintf(cmd, sizeof(cmd),
 		 "setpriv --reuid=%d --regid=%d --clear-groups env "
 		 "STACKWATCH_HTTP_SOCKET=%s %s/stackwatch targets",
-		 SEC_NOBODY, SEC_NOBODY, d->http_sock, itest_build());
+		 SEC_NOBODY, SEC_NOBODY, d->http_sock, itest_target_build());
 	f = popen(cmd, "r");
 	while (f && fgets(line, sizeof(line), f)) {
 		long pid = strtol(line, NULL, 10);
@@ -144,7 +144,7 @@ static void check_cli(const struct itest_daemon *d, pid_t mine, pid_t roots)
 		 "setpriv --reuid=%d --regid=%d --clear-groups env "
 		 "STACKWATCH_HTTP_SOCKET=%s %s/stackwatch dump %d "
 		 ">/dev/null 2>&1",
-		 SEC_NOBODY, SEC_NOBODY, d->http_sock, itest_build(),
+		 SEC_NOBODY, SEC_NOBODY, d->http_sock, itest_target_build(),
 		 (int)roots);
 	st = system(cmd);
 	TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 1,
@@ -343,7 +343,7 @@ int main(void)
 		return tap_done();
 	}
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
-		 itest_build());
+		 itest_target_build());
 	if (!getgrnam(ADMIN_GROUP) &&
 	    system("groupadd -f " ADMIN_GROUP " 2>/dev/null") != 0) {
 		TAP_OK(0, "groupadd %s", ADMIN_GROUP);
