@@ -40,12 +40,13 @@ SW_LIBS    = $(PKG_LIBS) -ldl
 #   collector/signal  in the target, reachable from the signal handler
 #   collector         in the target, the dumper
 #   model             the raw dump and the wire protocol, both sides
+#   snapshot          ptrace snapshots of processes without the agent
 #   symbols, render   in the daemon or a library caller
 #   api               libstackwatch's public entry points
 COLLECTOR_SRCS := $(sort $(wildcard src/collector/signal/*.c src/collector/*.c))
 MODEL_SRCS := $(sort $(wildcard src/model/*.c))
 LIB_SRCS  := $(COLLECTOR_SRCS) $(MODEL_SRCS) \
-             $(sort $(wildcard src/symbols/*.c src/render/*.c src/api/*.c))
+             $(sort $(wildcard src/snapshot/*.c src/symbols/*.c src/render/*.c src/api/*.c))
 LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
 SONAME    := libstackwatch.so.0
 

@@ -1,6 +1,6 @@
 /*
  * commands.h - the subcommands of the stackwatch CLI, one file each
- * (targets.c, dump.c, run.c), called by main.c.
+ * (targets.c, dump.c, offline.c, run.c), called by main.c.
  */
 #ifndef SW_COMMANDS_H
 #define SW_COMMANDS_H
@@ -15,5 +15,13 @@
 int cmd_targets(const struct cli *cli, int argc, char **argv);
 int cmd_dump(const struct cli *cli, int argc, char **argv);
 int cmd_run(const struct cli *cli, int argc, char **argv);
+
+/*
+ * dump --local PID and dump --core FILE [--exe PATH] (offline.c): the
+ * stacks taken here, without the daemon, printed in format. Return the
+ * exit status.
+ */
+int cli_dump_local(long pid, const char *format);
+int cli_dump_core(const char *core, const char *exe, const char *format);
 
 #endif /* SW_COMMANDS_H */

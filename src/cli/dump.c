@@ -2,7 +2,8 @@
  * dump.c - "stackwatch dump [--format text|json|folded] [PID]": asks the
  * daemon for a fresh dump of one process (or of every target) and copies
  * the answer to stdout as it came, so that the output is exactly the
- * daemon's format.
+ * daemon's format. With --local or --core the stacks are taken here
+ * instead (offline.c).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,7 +41,8 @@ static bool valid_format(const char *f)
 
 int cmd_dump(const struct cli *cli, int argc, char **argv)
 {
-	const char *format = "text", *pid_arg = NULL;
+	const char *format = "text", *pid_arg = NULL, *core = NULL, *exe = NULL;
+	bool local = false;
 	struct http_response resp;
 	bool options = true;
 	char target[96];
@@ -59,6 +61,13 @@ int cmd_dump(const struct cli *cli, int argc, char **argv)
 			format = argv[++i];
 		} else if (options && strncmp(a, "--format=", 9) == 0) {
 			format = a + 9;
+		} else if (options && strcmp(a, "--local") == 0) {
+			local = true;
+		} else if (options && (strcmp(a, "--core") == 0 ||
+				       strcmp(a, "--exe") == 0)) {
+			if (i + 1 >= argc)
+				return cli_usage_error("%s needs a file", a);
+			*(a[2] == 'c' ? &core : &exe) = argv[++i];
 		} else if (options &&
 			   (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
 			cli_usage(stdout);
@@ -77,6 +86,16 @@ int cmd_dump(const struct cli *cli, int argc, char **argv)
 				       format);
 	if (pid_arg && parse_pid(pid_arg, &pid))
 		return cli_usage_error("dump: bad PID '%s'", pid_arg);
+	if (exe && !core)
+		return cli_usage_error("dump: --exe goes with --core");
+	if (core && (local || pid_arg))
+		return cli_usage_error("dump: --core takes no PID");
+	if (core)
+		return cli_dump_core(core, exe, format);
+	if (local && !pid_arg)
+		return cli_usage_error("dump: --local needs a PID");
+	if (local)
+		return cli_dump_local(pid, format);
 
 	if (pid_arg)
 		snprintf(target, sizeof(target),

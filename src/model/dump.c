@@ -28,6 +28,18 @@ static const char *const status_names[SW_ST_COUNT] = {
 	[SW_ST_SKIPPED] = "skipped", [SW_ST_ERROR] = "error",
 };
 
+const char *dump_method_name(enum sw_method m)
+{
+	switch (m) {
+	case SW_METHOD_PTRACE:
+		return "ptrace";
+	case SW_METHOD_CORE:
+		return "core";
+	default:
+		return "agent";
+	}
+}
+
 const char *dump_status_name(enum sw_status st)
 {
 	if ((unsigned)st >= SW_ST_COUNT)
@@ -205,6 +217,9 @@ int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out)
 	c->elapsed_us = d->elapsed_us;
 	c->skew_us = d->skew_us;
 	c->timeout_ms = d->timeout_ms;
+	c->method = d->method;
+	c->paused_us_max = d->paused_us_max;
+	c->paused_us_total = d->paused_us_total;
 	c->threads = calloc(d->nthreads ? d->nthreads : 1, sizeof(*c->threads));
 	c->modules = calloc(d->nmodules ? d->nmodules : 1, sizeof(*c->modules));
 	if (!c->threads || !c->modules)

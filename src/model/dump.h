@@ -85,6 +85,13 @@ struct sw_group {
 
 struct dump_chunk; /* the memory of dump_alloc() */
 
+/* How the stacks were taken (JSON "method"). */
+enum sw_method {
+	SW_METHOD_AGENT = 0, /* the agent's signal handlers, in the target */
+	SW_METHOD_PTRACE,    /* a ptrace snapshot, one thread at a time */
+	SW_METHOD_CORE,	     /* a core file */
+};
+
 struct sw_dump {
 	pid_t pid;
 	char comm[SW_COMM_MAX];
@@ -93,8 +100,11 @@ struct sw_dump {
 	uint64_t elapsed_us;
 	uint64_t skew_us;
 	int timeout_ms;
-	bool symbolized;      /* frames carry function/file/line */
-	bool symbols_partial; /* symbolizing stopped at its time budget */
+	enum sw_method method;
+	uint64_t paused_us_max;	  /* ptrace: the longest one thread stopped */
+	uint64_t paused_us_total; /* ptrace: all threads' stops together */
+	bool symbolized;	  /* frames carry function/file/line */
+	bool symbols_partial;	  /* symbolizing stopped at its time budget */
 	size_t nthreads;
 	struct sw_thread *threads;
 	size_t nmodules;
@@ -103,6 +113,9 @@ struct sw_dump {
 	struct sw_group *groups;
 	struct dump_chunk *mem; /* frames and their strings; owned */
 };
+
+/* "agent", "ptrace", "core". */
+const char *dump_method_name(enum sw_method m);
 
 /* "ok", "timeout", "exited", "blocked-signal", "skipped", "error". */
 const char *dump_status_name(enum sw_status st);

@@ -25,12 +25,13 @@ allowed() {
 	model) echo "" ;;
 	collector/signal) echo "" ;;
 	collector) echo "collector/signal model" ;;
-	symbols) echo "model" ;;
+	snapshot) echo "model" ;;
+	symbols) echo "snapshot model" ;;
 	render) echo "symbols model" ;;
 	api) echo "collector collector/signal symbols render model" ;;
 	agent) echo "collector collector/signal model" ;;
-	daemon) echo "collector collector/signal symbols render model" ;;
-	cli) echo "model" ;;
+	daemon) echo "collector collector/signal snapshot symbols render model" ;;
+	cli) echo "snapshot symbols render model" ;;
 	*) echo "?" ;;
 	esac
 }

@@ -1,0 +1,154 @@
+/*
+ * offline.c - "stackwatch dump --local PID" and "stackwatch dump --core
+ * FILE": the stacks taken by the CLI itself, without a daemon. --local
+ * takes a ptrace snapshot of PID (snapshot/), --core reads a core file;
+ * both are unwound and symbolized here (symbols/) and printed in the
+ * daemon's formats (render/), so the output reads the same either way.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "model/dump.h"
+#include "render/group.h"
+#include "render/render.h"
+#include "snapshot/snapshot.h"
+#include "symbols/symbolize.h"
+#include "symbols/unwind.h"
+
+#define OFFLINE_TIMEOUT_MS 5000
+#define OFFLINE_MAX_FILE (1ull << 30)
+
+/*
+ * A file of the traced process as that process sees it: through its own
+ * root (/proc/PID/root), so a process in a container gets its own files;
+ * the path itself when that root cannot be entered.
+ */
+static int open_in_root(pid_t pid, const char *path)
+{
+	char full[4096 + 64];
+	struct stat st;
+	int fd = -1;
+
+	if (path[0] != '/')
+		return -ENOENT;
+	if (pid > 0 && (size_t)snprintf(full, sizeof(full), "/proc/%d/root%s",
+					(int)pid, path) < sizeof(full))
+		fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > OFFLINE_MAX_FILE) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+static int unwind_open(void *arg, uint64_t start, const char *path)
+{
+	(void)start;
+	return open_in_root((pid_t)(intptr_t)arg, path);
+}
+
+static int sym_open(void *arg, const struct sw_module *m)
+{
+	return open_in_root((pid_t)(intptr_t)arg, m->path);
+}
+
+static int print(struct sw_dump *d, const char *format)
+{
+	char *out = NULL;
+	int r;
+
+	if (strcmp(format, "json") == 0) {
+		cJSON *o = NULL;
+
+		r = render_json(d, &o);
+		if (r == 0) {
+			out = cJSON_PrintUnformatted(o);
+			cJSON_Delete(o);
+			r = out ? 0 : -ENOMEM;
+		}
+	} else if (strcmp(format, "folded") == 0) {
+		r = render_folded(d, &out);
+	} else {
+		r = render_text(d, &out);
+	}
+	if (r != 0) {
+		cli_error("cannot render the stacks: %s", sw_strerror(r));
+		return CLI_EDAEMON;
+	}
+	fputs(out, stdout);
+	if (strcmp(format, "json") == 0)
+		fputc('\n', stdout);
+	free(out);
+	return cli_finish(CLI_OK);
+}
+
+/* Symbolizes, groups and prints d; frees it. */
+static int finish(struct sw_dump *d, pid_t root_pid, const char *format)
+{
+	struct sym *sym = NULL;
+	int r = sym_new(root_pid > 0 ? sym_open : NULL,
+			(void *)(intptr_t)root_pid, &sym);
+
+	if (r == 0)
+		r = sym_dump(sym, d, true);
+	if (r == 0)
+		r = group_dump(d);
+	sym_free(sym);
+	if (r != 0) {
+		cli_error("cannot symbolize the stacks: %s", sw_strerror(r));
+		sw_dump_free(d);
+		return CLI_EDAEMON;
+	}
+	r = print(d, format);
+	sw_dump_free(d);
+	return r;
+}
+
+int cli_dump_local(long pid, const char *format)
+{
+	struct snap *s = NULL;
+	struct sw_dump *d = NULL;
+	char why[512];
+	int r = snap_take((pid_t)pid, OFFLINE_TIMEOUT_MS, &s);
+
+	if (r != 0) {
+		snap_why((pid_t)pid, r, s ? s->tracer : 0, why, sizeof(why));
+		snap_free(s);
+		cli_error("cannot take a snapshot of process %ld: %s", pid,
+			  why);
+		return CLI_EDAEMON;
+	}
+	r = unwind_snapshot(s, unwind_open, (void *)(intptr_t)pid, &d);
+	snap_free(s);
+	if (r != 0) {
+		cli_error("cannot unwind process %ld: %s", pid, sw_strerror(r));
+		return CLI_EDAEMON;
+	}
+	d->timeout_ms = OFFLINE_TIMEOUT_MS;
+	return finish(d, (pid_t)pid, format);
+}
+
+int cli_dump_core(const char *core, const char *exe, const char *format)
+{
+	struct sw_dump *d = NULL;
+	char why[512] = "";
+	int r = unwind_core(core, exe, &d, why, sizeof(why));
+
+	if (r != 0) {
+		cli_error("cannot read the core file: %s", why);
+		return CLI_EDAEMON;
+	}
+	return finish(d, 0, format);
+}

@@ -1,0 +1,705 @@
+/*
+ * snapshot.c - freeze, copy, thaw: one thread at a time (snapshot.h).
+ */
+#define _GNU_SOURCE
+#include "snapshot.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/clock.h"
+#include "model/procfs.h"
+#include "stackwatch.h"
+
+#define SNAP_MAX_MAPS 65536	   /* mappings remembered to bound reads */
+#define SNAP_MAPS_MAX (8u << 20)   /* bytes of /proc/PID/maps read */
+#define SNAP_D_WAIT_NS 2000000ull  /* a thread in D gets this long to stop */
+#define SNAP_SPIN_NS 200000ull	   /* polled for its stop before sleeping */
+#define SNAP_NOMAP_READ 16384u	   /* read at sp when no mapping is known */
+#define PF_KTHREAD_FLAG 0x00200000 /* task flags: a kernel thread */
+
+struct range {
+	uint64_t start, end;
+};
+
+struct maps {
+	struct range *v;
+	size_t n;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Every mapping's range, sorted, so that a read stops at its end. */
+static int maps_read(pid_t pid, struct maps *m)
+{
+	char path[64];
+	FILE *f;
+	char line[512];
+	size_t cap = 0, total = 0;
+
+	m->v = NULL;
+	m->n = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long s, e;
+		size_t len = strlen(line);
+
+		total += len;
+		if (total > SNAP_MAPS_MAX || m->n >= SNAP_MAX_MAPS)
+			break;
+		/* A long line (a long path) is read on in pieces: skip them. */
+		if (len && line[len - 1] != '\n') {
+			int c;
+
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				total++;
+		}
+		if (sscanf(line, "%llx-%llx", &s, &e) != 2 || e <= s)
+			continue;
+		if (m->n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			struct range *nv = realloc(m->v, nc * sizeof(*nv));
+
+			if (!nv) {
+				fclose(f);
+				free(m->v);
+				m->v = NULL;
+				return -ENOMEM;
+			}
+			m->v = nv;
+			cap = nc;
+		}
+		m->v[m->n].start = s;
+		m->v[m->n].end = e;
+		m->n++;
+	}
+	fclose(f);
+	qsort(m->v, m->n, sizeof(*m->v), cmp_range);
+	return 0;
+}
+
+/* The end of the mapping holding addr, 0 when none does. */
+static uint64_t maps_end(const struct maps *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->v[mid].end <= addr)
+			lo = mid + 1;
+		else if (m->v[mid].start > addr)
+			hi = mid;
+		else
+			return m->v[mid].end;
+	}
+	return 0;
+}
+
+/* Whole seconds of CPU from clock ticks, in ms. */
+static uint64_t ticks_ms(uint64_t ticks)
+{
+	static long hz;
+
+	if (!hz) {
+		hz = sysconf(_SC_CLK_TCK);
+		if (hz <= 0)
+			hz = 100;
+	}
+	return ticks * 1000 / (uint64_t)hz;
+}
+
+/*
+ * Waits for tid's next ptrace stop or its exit until deadline_ns, with
+ * SIGCHLD blocked: each stop of a tracee raises SIGCHLD at the tracer, so
+ * sigtimedwait() sleeps exactly until something happened (a SIGCHLD left
+ * from an earlier stop only costs one more look). Returns 1 with
+ * *status, 0 on timeout, or -errno.
+ */
+static int wait_stop(pid_t tid, uint64_t deadline_ns, int *status)
+{
+	sigset_t chld;
+	uint64_t spin_until;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	/*
+	 * A thread stops within microseconds when it gets a CPU: poll for
+	 * that first, yielding, so a thread that shares our CPU can run; a
+	 * slow one is then waited for asleep.
+	 */
+	spin_until = clock_now_ns() + SNAP_SPIN_NS;
+	if (spin_until > deadline_ns)
+		spin_until = deadline_ns;
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+
+		if (r == tid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (clock_now_ns() >= spin_until)
+			break;
+		sched_yield();
+	}
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+		uint64_t now;
+		struct timespec ts;
+
+		if (r == tid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		now = clock_now_ns();
+		if (now >= deadline_ns)
+			return 0;
+		ts.tv_sec = (time_t)((deadline_ns - now) / 1000000000ull);
+		ts.tv_nsec = (long)((deadline_ns - now) % 1000000000ull);
+		if (sigtimedwait(&chld, NULL, &ts) < 0 && errno != EAGAIN &&
+		    errno != EINTR)
+			return -errno;
+	}
+}
+
+#if defined(__x86_64__)
+/* user_regs_struct in the DWARF order of the x86-64 psABI. */
+static void regs_to_dwarf(const struct user_regs_struct *r, uint64_t *d)
+{
+	d[0] = r->rax;
+	d[1] = r->rdx;
+	d[2] = r->rcx;
+	d[3] = r->rbx;
+	d[4] = r->rsi;
+	d[5] = r->rdi;
+	d[6] = r->rbp;
+	d[7] = r->rsp;
+	d[8] = r->r8;
+	d[9] = r->r9;
+	d[10] = r->r10;
+	d[11] = r->r11;
+	d[12] = r->r12;
+	d[13] = r->r13;
+	d[14] = r->r14;
+	d[15] = r->r15;
+	d[16] = r->rip;
+}
+#endif
+
+/* Reads the registers and the live stack of the stopped thread t. */
+static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t)
+{
+#if defined(__x86_64__)
+	struct user_regs_struct regs;
+	struct iovec io = { &regs, sizeof(regs) };
+	struct iovec local, remote;
+	uint64_t end, len;
+	ssize_t got;
+
+	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_PRSTATUS, &io) < 0)
+		return -errno;
+	regs_to_dwarf(&regs, t->regs);
+	t->sp = regs.rsp;
+	end = maps_end(m, t->sp);
+	len = end ? end - t->sp : SNAP_NOMAP_READ;
+	if (len > SNAP_STACK_MAX)
+		len = SNAP_STACK_MAX;
+	t->stack = malloc(len ? len : 1);
+	if (!t->stack)
+		return -ENOMEM;
+	local.iov_base = t->stack;
+	local.iov_len = len;
+	remote.iov_base = (void *)(uintptr_t)t->sp;
+	remote.iov_len = len;
+	got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	t->stack_len = got > 0 ? (uint32_t)got : 0;
+	return 0;
+#else
+	(void)pid;
+	(void)m;
+	(void)t;
+	return SNAP_EARCH;
+#endif
+}
+
+/* Reads name, state and CPU times of tid before it is stopped. */
+static void read_task(int taskfd, struct snap_thread *t)
+{
+	struct procfs_task pt;
+
+	t->state = '?';
+	if (procfs_read_task(taskfd, t->tid, &pt, NULL) != 0)
+		return;
+	memcpy(t->name, pt.name, sizeof(t->name));
+	t->state = pt.state;
+	t->utime_ms = ticks_ms(pt.utime_ticks);
+	t->stime_ms = ticks_ms(pt.stime_ticks);
+}
+
+/*
+ * Detaches a stopped tracee, giving back the signal it stopped for, if
+ * any. A thread in a group stop goes back to it.
+ */
+static void release(pid_t tid, int status)
+{
+	int sig = 0;
+
+	if (WIFSTOPPED(status) && (status >> 16) == 0 &&
+	    WSTOPSIG(status) != SIGTRAP)
+		sig = WSTOPSIG(status); /* a signal-delivery stop */
+	ptrace(PTRACE_DETACH, tid, NULL, (void *)(uintptr_t)sig);
+}
+
+/* Threads seized whose stop did not come in time: released when it does. */
+struct late {
+	pid_t *v;
+	size_t n;
+};
+
+static void late_reap(struct late *l, uint64_t deadline_ns)
+{
+	size_t i = 0;
+
+	while (i < l->n) {
+		int st;
+		int r = wait_stop(l->v[i], deadline_ns, &st);
+
+		if (r == 0) {
+			i++;
+			continue;
+		}
+		if (r > 0 && WIFSTOPPED(st))
+			release(l->v[i], st);
+		l->v[i] = l->v[--l->n];
+	}
+}
+
+/*
+ * One thread: seize, interrupt, wait, copy, detach. Fills t's status.
+ * Returns SNAP_ETRACED when another tracer holds it, else 0.
+ */
+static int snap_one(pid_t pid, int taskfd, const struct maps *m,
+		    uint64_t deadline_ns, struct late *late,
+		    struct snap_thread *t, bool *group_stop)
+{
+	uint64_t t0, wait_until;
+	int st, r;
+
+	read_task(taskfd, t);
+	if (t->state == 'Z' || t->state == 'X') {
+		t->status = SW_ST_EXITED;
+		return 0;
+	}
+	if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) < 0) {
+		r = -errno;
+		if (r == -ESRCH) {
+			t->status = SW_ST_EXITED;
+			return 0;
+		}
+		t->status = SW_ST_ERROR;
+		t->err = r;
+		return r == -EPERM ? SNAP_ETRACED : 0;
+	}
+	t0 = clock_now_ns();
+	if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) < 0) {
+		r = -errno;
+		t->status = r == -ESRCH ? SW_ST_EXITED : SW_ST_ERROR;
+		t->err = r;
+		return 0;
+	}
+	wait_until = deadline_ns;
+	if (t->state == 'D' && t0 + SNAP_D_WAIT_NS < wait_until)
+		wait_until = t0 + SNAP_D_WAIT_NS;
+	r = wait_stop(t->tid, wait_until, &st);
+	if (r == 0) {
+		t->status = SW_ST_TIMEOUT;
+		late->v[late->n++] = t->tid;
+		return 0;
+	}
+	if (r < 0 || !WIFSTOPPED(st)) {
+		/* Gone meanwhile (exited or killed): nothing to release. */
+		t->status = SW_ST_EXITED;
+		return 0;
+	}
+	if ((st >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP)
+		*group_stop = true;
+	t->captured_ns = clock_now_ns();
+	r = copy_thread(pid, m, t);
+	release(t->tid, st);
+	t->paused_ns = (uint32_t)(clock_now_ns() - t0);
+	if (r != 0) {
+		t->status = SW_ST_ERROR;
+		t->err = r;
+	}
+	return 0;
+}
+
+static int cmp_thread(const void *a, const void *b)
+{
+	const struct snap_thread *x = a, *y = b;
+
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/* Refuses zombies, kernel threads and processes traced by someone else. */
+static int check_process(pid_t pid, struct snap *s)
+{
+	char path[64], buf[1024];
+	const char *p;
+	unsigned long flags = 0;
+	char state = '?';
+	pid_t tracer = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (procfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return -ESRCH;
+	p = strrchr(buf, ')');
+	if (!p ||
+	    sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return SW_EFORMAT;
+	if (flags & PF_KTHREAD_FLAG)
+		return SNAP_EKTHREAD;
+	if (procfs_tracer_pid(pid, &tracer) == 0 && tracer != 0) {
+		s->tracer = tracer;
+		return SNAP_ETRACED;
+	}
+	if (state == 'Z' || state == 'X') {
+		/* A zombie leader whose other threads still run is dumped. */
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+		if (procfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) > 0) {
+			int64_t n = 0;
+
+			if (procfs_parse_status_dec(buf, strlen(buf), "Threads",
+						    &n) == 0 &&
+			    n > 1)
+				return 0;
+		}
+		return SNAP_EZOMBIE;
+	}
+	return 0;
+}
+
+static int list_threads(int taskfd, struct snap *s)
+{
+	pid_t *tids = NULL;
+	size_t n = 0;
+	int r = procfs_list_tasks(taskfd, SW_MAX_THREADS, &tids, &n);
+
+	if (r != 0)
+		return r;
+	s->threads = calloc(n ? n : 1, sizeof(*s->threads));
+	if (!s->threads) {
+		free(tids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		s->threads[i].tid = tids[i];
+	s->nthreads = n;
+	free(tids);
+	return 0;
+}
+
+/* Threads that started after the list was read get their turn too. */
+static int add_new_threads(int taskfd, struct snap *s, size_t *added)
+{
+	pid_t *tids = NULL;
+	size_t n = 0, k = s->nthreads;
+	struct snap_thread *nv;
+	int r = procfs_list_tasks(taskfd, SW_MAX_THREADS, &tids, &n);
+
+	*added = 0;
+	if (r != 0)
+		return 0; /* the process is going: keep what we have */
+	nv = realloc(s->threads, (k + n + 1) * sizeof(*nv));
+	if (!nv) {
+		free(tids);
+		return -ENOMEM;
+	}
+	s->threads = nv;
+	for (size_t i = 0; i < n; i++) {
+		struct snap_thread key = { .tid = tids[i] };
+
+		if (bsearch(&key, s->threads, k, sizeof(key), cmp_thread))
+			continue;
+		memset(&s->threads[s->nthreads], 0, sizeof(key));
+		s->threads[s->nthreads++].tid = tids[i];
+		(*added)++;
+	}
+	free(tids);
+	return 0;
+}
+
+int snap_take(pid_t pid, int timeout_ms, struct snap **out)
+{
+	struct snap *s;
+	struct maps m = { 0 };
+	struct late late = { 0 };
+	sigset_t chld, old;
+	char path[64];
+	int taskfd, r;
+	uint64_t deadline_ns;
+	size_t first = 0, added = 0;
+	bool traced = false;
+
+	*out = NULL;
+#if !defined(__x86_64__)
+	(void)pid;
+	(void)timeout_ms;
+	return SNAP_EARCH;
+#endif
+	if (pid <= 0)
+		return -ESRCH;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->pid = pid;
+	s->started_ns = clock_now_ns();
+	deadline_ns = s->started_ns +
+		      (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000ull;
+	r = check_process(pid, s);
+	if (r != 0) {
+		*out = s; /* for the tracer's pid */
+		return r;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (procfs_read_at(AT_FDCWD, path, s->comm, sizeof(s->comm)) > 0)
+		s->comm[strcspn(s->comm, "\n")] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	taskfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (taskfd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	r = maps_read(pid, &m);
+	if (r == 0)
+		r = list_threads(taskfd, s);
+	if (r != 0)
+		goto fail_fd;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &chld, &old);
+	for (int pass = 0; pass < 2; pass++) {
+		pid_t *lv = realloc(late.v, s->nthreads * sizeof(*lv) + 1);
+
+		if (!lv) {
+			r = -ENOMEM;
+			break;
+		}
+		late.v = lv;
+		for (size_t i = first; i < s->nthreads; i++) {
+			struct snap_thread *t = &s->threads[i];
+
+			if (clock_now_ns() >= deadline_ns) {
+				t->status = SW_ST_TIMEOUT;
+				continue;
+			}
+			if (snap_one(pid, taskfd, &m, deadline_ns, &late, t,
+				     &s->stopped) == SNAP_ETRACED)
+				traced = true;
+			if (late.n)
+				late_reap(&late, 0);
+		}
+		if (pass == 1 || clock_now_ns() >= deadline_ns)
+			break;
+		first = s->nthreads;
+		if (add_new_threads(taskfd, s, &added) != 0 || !added)
+			break;
+	}
+	if (late.v)
+		late_reap(&late, deadline_ns);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	free(late.v);
+	free(m.v);
+	close(taskfd);
+	if (r != 0) {
+		snap_free(s);
+		return r;
+	}
+	qsort(s->threads, s->nthreads, sizeof(*s->threads), cmp_thread);
+	s->elapsed_ns = clock_now_ns() - s->started_ns;
+	for (size_t i = 0; i < s->nthreads; i++) {
+		uint64_t p = s->threads[i].paused_ns;
+
+		s->paused_total_ns += p;
+		if (p > s->paused_max_ns)
+			s->paused_max_ns = p;
+	}
+	/* Every thread refused: someone else traces the process. */
+	if (traced) {
+		size_t ok = 0;
+
+		for (size_t i = 0; i < s->nthreads; i++)
+			ok += s->threads[i].status == SW_ST_OK;
+		if (!ok) {
+			procfs_tracer_pid(pid, &s->tracer);
+			*out = s;
+			return s->tracer ? SNAP_ETRACED : -EPERM;
+		}
+	}
+	*out = s;
+	return 0;
+
+fail_fd:
+	close(taskfd);
+	free(m.v);
+fail:
+	snap_free(s);
+	return r;
+}
+
+void snap_free(struct snap *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nthreads; i++)
+		free(s->threads[i].stack);
+	free(s->threads);
+	free(s);
+}
+
+/* CAP_SYS_PTRACE in this process's effective set. */
+static bool have_cap_ptrace(void)
+{
+	char buf[2048];
+	uint64_t eff = 0;
+
+	if (procfs_read_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf)) < 0)
+		return false;
+	if (procfs_parse_status_hex(buf, strlen(buf), "CapEff", &eff) != 0)
+		return false;
+	return (eff >> 19) & 1; /* CAP_SYS_PTRACE */
+}
+
+/* The first number of "Uid:" of pid's status, or -1. */
+static long status_uid(pid_t pid)
+{
+	char path[64], buf[2048];
+	int64_t v;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if (procfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return -1;
+	if (procfs_parse_status_dec(buf, strlen(buf), "Uid", &v) != 0)
+		return -1;
+	return (long)v;
+}
+
+static void comm_of(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (procfs_read_at(AT_FDCWD, path, buf, size) <= 0)
+		snprintf(buf, size, "?");
+	buf[strcspn(buf, "\n")] = '\0';
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+}
+
+void snap_why(pid_t pid, int err, pid_t tracer, char *buf, size_t size)
+{
+	char tmp[128], comm[SW_COMM_MAX];
+	long uid;
+	int scope = -1;
+	bool cap;
+
+	switch (err) {
+	case SNAP_ETRACED:
+		if (tracer > 0) {
+			comm_of(tracer, comm, sizeof(comm));
+			snprintf(buf, size,
+				 "process %d is already traced by process %d "
+				 "(%s): a process has one tracer at a time",
+				 (int)pid, (int)tracer, comm);
+		} else {
+			snprintf(buf, size,
+				 "process %d is already traced by another "
+				 "process",
+				 (int)pid);
+		}
+		return;
+	case SNAP_EZOMBIE:
+		snprintf(buf, size,
+			 "process %d is a zombie: it has exited and has no "
+			 "stacks left",
+			 (int)pid);
+		return;
+	case SNAP_EKTHREAD:
+		snprintf(buf, size,
+			 "process %d is a kernel thread: it has no user-space "
+			 "stack",
+			 (int)pid);
+		return;
+	case SNAP_EARCH:
+		snprintf(buf, size,
+			 "ptrace snapshots are supported on x86-64 only");
+		return;
+	case -ESRCH:
+	case -ENOENT:
+		snprintf(buf, size, "no process %d", (int)pid);
+		return;
+	case -EPERM:
+	case -EACCES:
+		break;
+	default:
+		snprintf(buf, size, "process %d: %s", (int)pid,
+			 sw_strerror(err));
+		return;
+	}
+	cap = have_cap_ptrace();
+	if (procfs_read_at(AT_FDCWD, "/proc/sys/kernel/yama/ptrace_scope", tmp,
+			   sizeof(tmp)) > 0)
+		scope = atoi(tmp);
+	uid = status_uid(pid);
+	if (scope == 3) {
+		snprintf(buf, size,
+			 "Yama forbids every ptrace attach on this host "
+			 "(kernel.yama.ptrace_scope = 3)");
+	} else if (scope == 2 && !cap) {
+		snprintf(buf, size,
+			 "Yama lets only CAP_SYS_PTRACE trace processes "
+			 "(kernel.yama.ptrace_scope = 2); run as root");
+	} else if (!cap && uid >= 0 && (uid_t)uid != geteuid()) {
+		snprintf(buf, size,
+			 "process %d belongs to uid %ld: tracing another "
+			 "user's process needs CAP_SYS_PTRACE",
+			 (int)pid, uid);
+	} else if (scope == 1 && !cap) {
+		snprintf(buf, size,
+			 "Yama lets a process trace only its own descendants "
+			 "(kernel.yama.ptrace_scope = 1): run as root, or set "
+			 "kernel.yama.ptrace_scope = 0");
+	} else if (!cap) {
+		snprintf(buf, size,
+			 "process %d is not dumpable (setuid, or "
+			 "PR_SET_DUMPABLE 0): tracing it needs CAP_SYS_PTRACE",
+			 (int)pid);
+	} else {
+		snprintf(buf, size,
+			 "the kernel refused to trace process %d (a security "
+			 "module, or a seccomp filter)",
+			 (int)pid);
+	}
+}

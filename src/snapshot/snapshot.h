@@ -1,0 +1,98 @@
+/*
+ * snapshot.h - a short-freeze ptrace snapshot of a process that has no
+ * agent: freeze one thread, copy its registers and the live part of its
+ * stack, let it run again, and go on to the next. Unwinding happens
+ * afterwards, from the copies (symbols/unwind.h), so each thread is
+ * stopped only for its own copy (tens of microseconds), never the whole
+ * process at once.
+ *
+ * A thread is traced only while it is being copied: PTRACE_SEIZE, then
+ * PTRACE_INTERRUPT, wait for its stop (with a deadline), PTRACE_GETREGSET,
+ * process_vm_readv of [sp, end of its stack mapping) capped, PTRACE_DETACH.
+ * A signal that arrives meanwhile is given back on detach; a thread that
+ * was in a group stop (state T) stays stopped. A thread that does not stop
+ * in time is reported as a timeout and is released when it does stop or,
+ * at the latest, when the tracer exits: the kernel detaches every tracee
+ * of a tracer that exits, even by SIGKILL, so callers that cannot wait
+ * run snapshots in a short-lived process (the daemon's helper does).
+ */
+#ifndef SW_SNAPSHOT_H
+#define SW_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "model/dump.h"
+
+#define SNAP_NREGS 17		      /* x86-64 DWARF registers 0..16 */
+#define SNAP_STACK_MAX (512u * 1024u) /* bytes copied per thread */
+
+/* Errors of their own (negative, beside -errno). */
+#define SNAP_ETRACED (-21101)  /* another tracer holds the process */
+#define SNAP_EZOMBIE (-21102)  /* the process is a zombie */
+#define SNAP_EKTHREAD (-21103) /* a kernel thread: no user stack */
+#define SNAP_EARCH (-21104)    /* not supported on this architecture */
+
+struct snap_thread {
+	pid_t tid;
+	enum sw_status status; /* ok, timeout, exited or error */
+	int err;	       /* -errno or SNAP_E* when status is error */
+	char name[SW_COMM_MAX];
+	char state; /* before it was stopped */
+	uint64_t utime_ms;
+	uint64_t stime_ms;
+	uint64_t captured_ns; /* CLOCK_MONOTONIC */
+	uint32_t paused_ns;   /* interrupt to detach */
+	uint64_t regs[SNAP_NREGS];
+	uint64_t sp;
+	uint32_t stack_len;
+	uint8_t *stack; /* a copy of [sp, sp + stack_len); owned */
+};
+
+struct snap {
+	pid_t pid;
+	pid_t tracer; /* with SNAP_ETRACED: who traces it, 0 unknown */
+	char comm[SW_COMM_MAX];
+	bool stopped;	     /* the process was in a group stop (state T) */
+	uint64_t started_ns; /* CLOCK_MONOTONIC */
+	uint64_t elapsed_ns;
+	uint64_t paused_max_ns;
+	uint64_t paused_total_ns;
+	size_t nthreads; /* sorted by tid */
+	struct snap_thread *threads;
+};
+
+/*
+ * Takes a snapshot of every thread of pid within timeout_ms. Returns 0
+ * with *out (free with snap_free()), or a negative errno or SNAP_E* for
+ * the process as a whole: -ESRCH gone, -EPERM not allowed (snap_why()
+ * says which rule), SNAP_ETRACED (out->tracer says who), SNAP_EZOMBIE,
+ * SNAP_EKTHREAD. Threads that fail alone carry their own status. Blocks
+ * SIGCHLD in the calling thread while it runs; call it from a thread
+ * that has no other children to wait for.
+ */
+int snap_take(pid_t pid, int timeout_ms, struct snap **out);
+
+/*
+ * Why the kernel may refuse to let this process trace pid, in words
+ * (Yama's ptrace_scope, another tracer, a missing capability, another
+ * user's process, a process that is not dumpable), into buf. Reads /proc.
+ */
+void snap_why(pid_t pid, int err, pid_t tracer, char *buf, size_t size);
+
+void snap_free(struct snap *s);
+
+/*
+ * The snapshot as bytes, for the daemon's helper to answer over a pipe:
+ * snap_write() sends s (or just err when s is NULL) on fd; snap_read()
+ * reads one, bounded and validated (at most SW_MAX_THREADS threads and
+ * SNAP_STACK_MAX bytes of stack each), waiting at most until deadline_ns
+ * (CLOCK_MONOTONIC). snap_read() returns 0 with *out, the error the
+ * helper sent, SW_EFORMAT for malformed bytes, -ETIMEDOUT or -EPIPE.
+ */
+int snap_write(int fd, int err, const struct snap *s);
+int snap_read(int fd, uint64_t deadline_ns, struct snap **out);
+
+#endif /* SW_SNAPSHOT_H */

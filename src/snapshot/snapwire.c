@@ -1,0 +1,220 @@
+/*
+ * snapwire.c - a snapshot as bytes between the daemon's helper and the
+ * daemon (snapshot.h): a header, then per thread a record and its stack.
+ * Both ends are the same build on the same host, so records are the
+ * structs below in host order; the reader still checks every count and
+ * length, because a broken helper must not break the daemon.
+ */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/clock.h"
+#include "stackwatch.h"
+
+#define SNAP_MAGIC 0x4e535753u /* "SWSN" */
+#define SNAP_VERSION 1u
+
+struct wire_hdr {
+	uint32_t magic, version;
+	int32_t err;
+	uint32_t nthreads;
+	int32_t pid, tracer;
+	uint32_t stopped;
+	char comm[SW_COMM_MAX];
+	uint64_t started_ns, elapsed_ns, paused_max_ns, paused_total_ns;
+};
+
+struct wire_thread {
+	int32_t tid;
+	uint32_t status;
+	int32_t err;
+	uint32_t stack_len;
+	char name[SW_COMM_MAX];
+	char state, pad[3];
+	uint32_t paused_ns;
+	uint64_t utime_ms, stime_ms, captured_ns, sp;
+	uint64_t regs[SNAP_NREGS];
+};
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int snap_write(int fd, int err, const struct snap *s)
+{
+	struct wire_hdr h;
+	int r;
+
+	memset(&h, 0, sizeof(h));
+	h.magic = SNAP_MAGIC;
+	h.version = SNAP_VERSION;
+	h.err = err;
+	if (s) {
+		h.nthreads = err ? 0 : (uint32_t)s->nthreads;
+		h.pid = s->pid;
+		h.tracer = s->tracer;
+		h.stopped = s->stopped;
+		memcpy(h.comm, s->comm, sizeof(h.comm));
+		h.started_ns = s->started_ns;
+		h.elapsed_ns = s->elapsed_ns;
+		h.paused_max_ns = s->paused_max_ns;
+		h.paused_total_ns = s->paused_total_ns;
+	}
+	r = write_all(fd, &h, sizeof(h));
+	for (uint32_t i = 0; r == 0 && i < h.nthreads; i++) {
+		const struct snap_thread *t = &s->threads[i];
+		struct wire_thread w;
+
+		memset(&w, 0, sizeof(w));
+		w.tid = t->tid;
+		w.status = (uint32_t)t->status;
+		w.err = t->err;
+		w.stack_len = t->stack ? t->stack_len : 0;
+		memcpy(w.name, t->name, sizeof(w.name));
+		w.state = t->state;
+		w.paused_ns = t->paused_ns;
+		w.utime_ms = t->utime_ms;
+		w.stime_ms = t->stime_ms;
+		w.captured_ns = t->captured_ns;
+		w.sp = t->sp;
+		memcpy(w.regs, t->regs, sizeof(w.regs));
+		r = write_all(fd, &w, sizeof(w));
+		if (r == 0 && w.stack_len)
+			r = write_all(fd, t->stack, w.stack_len);
+	}
+	return r;
+}
+
+static int read_all(int fd, void *p, size_t n, uint64_t deadline_ns)
+{
+	char *c = p;
+
+	while (n) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		uint64_t now = clock_now_ns();
+		ssize_t got;
+		int pr;
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		pr = poll(&pfd, 1, (int)((deadline_ns - now) / 1000000 + 1));
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr <= 0)
+			continue;
+		got = read(fd, c, n);
+		if (got < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -EPIPE;
+		c += got;
+		n -= (size_t)got;
+	}
+	return 0;
+}
+
+static bool valid_status(uint32_t st)
+{
+	return st == SW_ST_OK || st == SW_ST_TIMEOUT || st == SW_ST_EXITED ||
+	       st == SW_ST_ERROR;
+}
+
+int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
+{
+	struct wire_hdr h;
+	struct snap *s;
+	int r;
+
+	*out = NULL;
+	r = read_all(fd, &h, sizeof(h), deadline_ns);
+	if (r != 0)
+		return r;
+	if (h.magic != SNAP_MAGIC || h.version != SNAP_VERSION ||
+	    h.nthreads > SW_MAX_THREADS || h.err > 0 || (h.err && h.nthreads))
+		return SW_EFORMAT;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->pid = h.pid;
+	s->tracer = h.tracer;
+	s->stopped = h.stopped != 0;
+	memcpy(s->comm, h.comm, sizeof(s->comm));
+	s->comm[SW_COMM_MAX - 1] = '\0';
+	s->started_ns = h.started_ns;
+	s->elapsed_ns = h.elapsed_ns;
+	s->paused_max_ns = h.paused_max_ns;
+	s->paused_total_ns = h.paused_total_ns;
+	s->threads = calloc(h.nthreads ? h.nthreads : 1, sizeof(*s->threads));
+	if (!s->threads) {
+		free(s);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < h.nthreads; i++) {
+		struct snap_thread *t = &s->threads[i];
+		struct wire_thread w;
+
+		r = read_all(fd, &w, sizeof(w), deadline_ns);
+		if (r == 0 && (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
+			       !valid_status(w.status) ||
+			       (i && w.tid <= s->threads[i - 1].tid)))
+			r = SW_EFORMAT;
+		if (r != 0)
+			break;
+		s->nthreads = i + 1;
+		t->tid = w.tid;
+		t->status = (enum sw_status)w.status;
+		t->err = w.err;
+		memcpy(t->name, w.name, sizeof(t->name));
+		t->name[SW_COMM_MAX - 1] = '\0';
+		t->state = w.state;
+		t->paused_ns = w.paused_ns;
+		t->utime_ms = w.utime_ms;
+		t->stime_ms = w.stime_ms;
+		t->captured_ns = w.captured_ns;
+		t->sp = w.sp;
+		memcpy(t->regs, w.regs, sizeof(t->regs));
+		if (w.stack_len) {
+			t->stack = malloc(w.stack_len);
+			if (!t->stack) {
+				r = -ENOMEM;
+				break;
+			}
+			t->stack_len = w.stack_len;
+			r = read_all(fd, t->stack, w.stack_len, deadline_ns);
+			if (r != 0)
+				break;
+		}
+	}
+	if (r != 0) {
+		snap_free(s);
+		return r;
+	}
+	if (h.err) {
+		*out = s;
+		return h.err;
+	}
+	*out = s;
+	return 0;
+}

@@ -1,0 +1,646 @@
+/*
+ * unwind.c - offline unwinding with libdwfl (unwind.h).
+ *
+ * A snapshot is handed to libdwfl as a process of our own making: its
+ * threads are the snapshot's, their first registers the copied ones, and
+ * every memory read is served from the copy of the thread being unwound.
+ * libdwfl brings the rest: the modules from /proc/PID/maps, their
+ * .eh_frame (or .debug_frame) call frame information, and its frame-
+ * pointer fallback for code without any. Core files go through elfutils'
+ * own core support, which does the same from the core's notes and
+ * segments.
+ */
+#include "unwind.h"
+
+#include <elf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/procfs.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "model/procfs.h"
+#include "stackwatch.h"
+
+#define UNWIND_MAX_FILE (1ull << 30) /* a module file we open at most */
+
+struct unw {
+	const struct snap *s;
+	const struct snap_thread *cur; /* the thread being unwound */
+	unwind_open_fn open_fn;
+	void *open_arg;
+	size_t next; /* next_thread's cursor */
+	/* One thread's pcs while it is unwound. */
+	uint64_t *ips;
+	size_t nips;
+	bool truncated;
+	bool first_exact;
+};
+
+/* Our own vDSO image: the kernel gives every process the same one. */
+static Elf *self_vdso(void)
+{
+	static void *copy;
+	static size_t size;
+	unsigned long base = getauxval(AT_SYSINFO_EHDR);
+	FILE *f;
+	char line[256];
+
+	if (!base)
+		return NULL;
+	if (!copy) {
+		f = fopen("/proc/self/maps", "re");
+		if (!f)
+			return NULL;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long s, e;
+
+			if (strstr(line, "[vdso]") &&
+			    sscanf(line, "%llx-%llx", &s, &e) == 2 &&
+			    s == base && e > s && e - s <= (1u << 20)) {
+				size = (size_t)(e - s);
+				break;
+			}
+		}
+		fclose(f);
+		if (!size)
+			return NULL;
+		copy = malloc(size);
+		if (!copy)
+			return NULL;
+		memcpy(copy, (const void *)base, size);
+	}
+	return elf_memory(copy, size);
+}
+
+/*
+ * libdwfl's find_elf has no argument of ours: the unwind under way in
+ * this thread is here.
+ */
+static __thread struct unw *tls_unw;
+
+static int open_regular(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > UNWIND_MAX_FILE) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+/* Dwfl_Callbacks.find_elf for a snapshot: the caller's way to the file. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
+		    Dwarf_Addr base, char **file_name, Elf **elfp)
+{
+	struct unw *u = tls_unw;
+	int fd;
+
+	(void)mod;
+	(void)userdata;
+	if (name[0] == '[') {
+		if (strncmp(name, "[vdso", 5) == 0)
+			*elfp = self_vdso();
+		return -1;
+	}
+	if (name[0] != '/' || !u)
+		return -1;
+	fd = u->open_fn ? u->open_fn(u->open_arg, base, name)
+			: open_regular(name);
+	if (fd < 0)
+		return -1;
+	*file_name = strdup(name);
+	return fd;
+}
+
+/* Only the call frame information is wanted: no separate debug files. */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *name,
+			Dwarf_Addr base, const char *file_name,
+			const char *debuglink, GElf_Word crc,
+			char **debuginfo_file_name)
+{
+	(void)mod;
+	(void)userdata;
+	(void)name;
+	(void)base;
+	(void)file_name;
+	(void)debuglink;
+	(void)crc;
+	(void)debuginfo_file_name;
+	return -1;
+}
+
+static const Dwfl_Callbacks snap_callbacks = {
+	.find_elf = find_elf,
+	.find_debuginfo = no_debuginfo,
+};
+
+static const struct snap_thread *thread_by_tid(const struct snap *s, pid_t tid)
+{
+	size_t lo = 0, hi = s->nthreads;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->threads[mid].tid < tid)
+			lo = mid + 1;
+		else if (s->threads[mid].tid > tid)
+			hi = mid;
+		else
+			return &s->threads[mid];
+	}
+	return NULL;
+}
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct unw *u = arg;
+
+	(void)dwfl;
+	while (u->next < u->s->nthreads) {
+		const struct snap_thread *t = &u->s->threads[u->next++];
+
+		if (t->status == SW_ST_OK) {
+			*thread_argp = (void *)t;
+			return t->tid;
+		}
+	}
+	return 0;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct unw *u = arg;
+	const struct snap_thread *t = thread_by_tid(u->s, tid);
+
+	(void)dwfl;
+	if (!t || t->status != SW_ST_OK)
+		return false;
+	u->cur = t;
+	*thread_argp = (void *)t;
+	return true;
+}
+
+/* Every read comes from the copy of the thread being unwound. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
+			void *arg)
+{
+	struct unw *u = arg;
+	const struct snap_thread *t = u->cur;
+
+	(void)dwfl;
+	if (!t || addr < t->sp || addr - t->sp > t->stack_len ||
+	    t->stack_len - (addr - t->sp) < sizeof(*result))
+		return false;
+	memcpy(result, t->stack + (addr - t->sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
+{
+	const struct snap_thread *t = thread_arg;
+	Dwarf_Word regs[SNAP_NREGS];
+
+	for (size_t i = 0; i < SNAP_NREGS; i++)
+		regs[i] = t->regs[i];
+	return dwfl_thread_state_registers(thread, 0, SNAP_NREGS, regs);
+}
+
+static const Dwfl_Thread_Callbacks snap_thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/* One frame: its pc, innermost first, up to SW_MAX_FRAMES. */
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct unw *u = arg;
+	Dwarf_Addr pc;
+	bool activation;
+
+	if (!dwfl_frame_pc(state, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (u->nips == SW_MAX_FRAMES) {
+		u->truncated = true;
+		return DWARF_CB_ABORT;
+	}
+	if (u->nips == 0)
+		u->first_exact = activation;
+	/* The outermost frame's return address is 0 where the ABI ends. */
+	if (pc == 0 && u->nips > 0)
+		return DWARF_CB_ABORT;
+	u->ips[u->nips++] = pc;
+	return DWARF_CB_OK;
+}
+
+/* The thread's pcs into t (a copy of u->ips). */
+static int keep_ips(struct unw *u, struct sw_thread *t)
+{
+	t->ips = malloc((u->nips ? u->nips : 1) * sizeof(*t->ips));
+	if (!t->ips)
+		return -ENOMEM;
+	memcpy(t->ips, u->ips, u->nips * sizeof(*t->ips));
+	t->nips = u->nips;
+	if (u->first_exact)
+		t->flags |= SW_TF_FIRST_EXACT;
+	if (u->truncated)
+		t->flags |= SW_TF_TRUNCATED;
+	return 0;
+}
+
+struct mod_list {
+	struct sw_dump *d;
+	size_t cap;
+	bool oom;
+};
+
+/* Each module libdwfl knows, with its load bias and build-id. */
+static int module_cb(Dwfl_Module *mod, void **userdata, const char *name,
+		     Dwarf_Addr start, void *arg)
+{
+	struct mod_list *ml = arg;
+	struct sw_dump *d = ml->d;
+	struct sw_module *m;
+	Dwarf_Addr low, high, bias = 0;
+	const char *mainfile = NULL;
+	const unsigned char *id;
+	GElf_Addr id_vaddr;
+	int id_len;
+
+	(void)userdata;
+	(void)start;
+	if (d->nmodules >= SW_MAX_MODULES)
+		return DWARF_CB_ABORT;
+	if (!dwfl_module_getelf(mod, &bias))
+		return DWARF_CB_OK; /* no file: its frames stay addresses */
+	dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, &mainfile, NULL);
+	if (d->nmodules == ml->cap) {
+		size_t nc = ml->cap ? ml->cap * 2 : 64;
+		struct sw_module *nv = realloc(d->modules, nc * sizeof(*nv));
+
+		if (!nv) {
+			ml->oom = true;
+			return DWARF_CB_ABORT;
+		}
+		d->modules = nv;
+		ml->cap = nc;
+	}
+	m = &d->modules[d->nmodules];
+	memset(m, 0, sizeof(*m));
+	/* A core's modules are found as files; a snapshot's by the maps. */
+	m->path = strdup(d->method == SW_METHOD_CORE && mainfile ? mainfile
+								 : name);
+	if (!m->path) {
+		ml->oom = true;
+		return DWARF_CB_ABORT;
+	}
+	m->bias = bias;
+	m->start = low;
+	m->end = high;
+	id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+	if (id_len > 0 && id_len <= SW_BUILD_ID_MAX) {
+		memcpy(m->build_id, id, (size_t)id_len);
+		m->build_id_len = (uint32_t)id_len;
+	}
+	d->nmodules++;
+	return DWARF_CB_OK;
+}
+
+static int collect_modules(Dwfl *dwfl, struct sw_dump *d)
+{
+	struct mod_list ml = { .d = d };
+
+	dwfl_getmodules(dwfl, module_cb, &ml, 0);
+	return ml.oom ? -ENOMEM : 0;
+}
+
+static void set_collected_at(struct sw_dump *d, uint64_t ago_ns)
+{
+	clock_gettime(CLOCK_REALTIME, &d->collected_at);
+	while (ago_ns >= 1000000000ull && d->collected_at.tv_sec > 0) {
+		d->collected_at.tv_sec--;
+		ago_ns -= 1000000000ull;
+	}
+	if ((uint64_t)d->collected_at.tv_nsec < ago_ns) {
+		d->collected_at.tv_sec--;
+		d->collected_at.tv_nsec += 1000000000L;
+	}
+	d->collected_at.tv_nsec -= (long)ago_ns;
+}
+
+static const char *thread_error(const struct snap_thread *st)
+{
+	switch (st->status) {
+	case SW_ST_TIMEOUT:
+		return "did not stop within the deadline";
+	case SW_ST_EXITED:
+		return "exited during the snapshot";
+	default:
+		return sw_strerror(st->err);
+	}
+}
+
+int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
+		    void *open_arg, struct sw_dump **out)
+{
+	struct unw u = { .s = s, .open_fn = open_fn, .open_arg = open_arg };
+	struct sw_dump *d;
+	Dwfl *dwfl = NULL;
+	uint64_t first = 0, last = 0;
+	int r = 0;
+
+	*out = NULL;
+	d = dump_new();
+	u.ips = malloc(SW_MAX_FRAMES * sizeof(*u.ips));
+	if (!d || !u.ips) {
+		r = -ENOMEM;
+		goto out;
+	}
+	d->pid = s->pid;
+	memcpy(d->comm, s->comm, sizeof(d->comm));
+	procfs_read_cmdline(s->pid, &d->cmdline);
+	d->method = SW_METHOD_PTRACE;
+	d->elapsed_us = s->elapsed_ns / 1000;
+	d->paused_us_max = s->paused_max_ns / 1000;
+	d->paused_us_total = s->paused_total_ns / 1000;
+	{
+		struct timespec now;
+		uint64_t mono;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		mono = (uint64_t)now.tv_sec * 1000000000ull +
+		       (uint64_t)now.tv_nsec;
+		set_collected_at(d, mono > s->started_ns ? mono - s->started_ns
+							 : 0);
+	}
+	d->threads = calloc(s->nthreads ? s->nthreads : 1, sizeof(*d->threads));
+	if (!d->threads) {
+		r = -ENOMEM;
+		goto out;
+	}
+	tls_unw = &u;
+	dwfl = dwfl_begin(&snap_callbacks);
+	if (dwfl) {
+		dwfl_report_begin(dwfl);
+		if (dwfl_linux_proc_report(dwfl, s->pid) != 0 ||
+		    dwfl_report_end(dwfl, NULL, NULL) != 0 ||
+		    !dwfl_attach_state(dwfl, NULL, s->pid,
+				       &snap_thread_callbacks, &u)) {
+			dwfl_end(dwfl);
+			dwfl = NULL;
+		}
+	}
+	for (size_t i = 0; i < s->nthreads; i++) {
+		const struct snap_thread *st = &s->threads[i];
+		struct sw_thread *t = &d->threads[d->nthreads++];
+
+		t->tid = st->tid;
+		memcpy(t->name, st->name, sizeof(t->name));
+		t->state = st->state;
+		t->utime_ms = st->utime_ms;
+		t->stime_ms = st->stime_ms;
+		t->captured_ns = st->captured_ns;
+		t->group = -1;
+		t->unchanged_s = -1;
+		t->status = st->status;
+		if (st->status != SW_ST_OK) {
+			dump_thread_set_error(t, st->status, thread_error(st));
+			continue;
+		}
+		if (!first || st->captured_ns < first)
+			first = st->captured_ns;
+		if (st->captured_ns > last)
+			last = st->captured_ns;
+		u.nips = 0;
+		u.truncated = false;
+		u.first_exact = true;
+		if (dwfl)
+			dwfl_getthread_frames(dwfl, st->tid, frame_cb, &u);
+		if (u.nips == 0) {
+			/* Not even a first frame: keep the copied pc. */
+			u.ips[u.nips++] = st->regs[16];
+			u.first_exact = true;
+		}
+		u.cur = NULL;
+		r = keep_ips(&u, t);
+		if (r != 0)
+			goto out;
+	}
+	d->skew_us = (last - first) / 1000;
+	if (dwfl)
+		r = collect_modules(dwfl, d);
+out:
+	tls_unw = NULL;
+	if (dwfl)
+		dwfl_end(dwfl);
+	free(u.ips);
+	if (r != 0) {
+		sw_dump_free(d);
+		return r;
+	}
+	*out = d;
+	return 0;
+}
+
+/* The process name and arguments from the core's NT_PRPSINFO note. */
+static void core_psinfo(Elf *core, struct sw_dump *d)
+{
+	GElf_Ehdr eh;
+	size_t nph;
+
+	if (!gelf_getehdr(core, &eh) || elf_getphdrnum(core, &nph) != 0)
+		return;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		Elf_Data *data;
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		data = elf_getdata_rawchunk(core, (int64_t)ph.p_offset,
+					    ph.p_filesz, ELF_T_NHDR);
+		while (data && off < data->d_size &&
+		       (off = gelf_getnote(data, off, &nh, &name_off,
+					   &desc_off)) > 0) {
+			prpsinfo_t ps;
+			char args[sizeof(ps.pr_psargs) + 1];
+
+			if (nh.n_type != NT_PRPSINFO ||
+			    nh.n_descsz < sizeof(ps))
+				continue;
+			memcpy(&ps, (const char *)data->d_buf + desc_off,
+			       sizeof(ps));
+			memcpy(d->comm, ps.pr_fname,
+			       sizeof(d->comm) < sizeof(ps.pr_fname)
+				       ? sizeof(d->comm)
+				       : sizeof(ps.pr_fname));
+			d->comm[SW_COMM_MAX - 1] = '\0';
+			memcpy(args, ps.pr_psargs, sizeof(ps.pr_psargs));
+			args[sizeof(ps.pr_psargs)] = '\0';
+			free(d->cmdline);
+			d->cmdline = strdup(args);
+			return;
+		}
+	}
+}
+
+struct core_walk {
+	struct unw u;
+	struct sw_dump *d;
+	size_t cap;
+	int err;
+};
+
+static int core_thread_cb(Dwfl_Thread *thread, void *arg)
+{
+	struct core_walk *w = arg;
+	struct sw_dump *d = w->d;
+	struct sw_thread *t;
+
+	if (d->nthreads >= SW_MAX_THREADS)
+		return DWARF_CB_ABORT;
+	if (d->nthreads == w->cap) {
+		size_t nc = w->cap ? w->cap * 2 : 64;
+		struct sw_thread *nv = realloc(d->threads, nc * sizeof(*nv));
+
+		if (!nv) {
+			w->err = -ENOMEM;
+			return DWARF_CB_ABORT;
+		}
+		d->threads = nv;
+		w->cap = nc;
+	}
+	t = &d->threads[d->nthreads++];
+	memset(t, 0, sizeof(*t));
+	t->tid = dwfl_thread_tid(thread);
+	memcpy(t->name, d->comm, sizeof(t->name));
+	t->state = '?';
+	t->group = -1;
+	t->unchanged_s = -1;
+	t->status = SW_ST_OK;
+	w->u.nips = 0;
+	w->u.truncated = false;
+	w->u.first_exact = true;
+	dwfl_thread_getframes(thread, frame_cb, &w->u);
+	if (w->u.nips == 0) {
+		dump_thread_set_error(t, SW_ST_ERROR,
+				      "no frame could be read from the core");
+		return DWARF_CB_OK;
+	}
+	w->err = keep_ips(&w->u, t);
+	return w->err ? DWARF_CB_ABORT : DWARF_CB_OK;
+}
+
+static int cmp_sw_thread(const void *a, const void *b)
+{
+	const struct sw_thread *x = a, *y = b;
+
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static char *core_debuginfo_path;
+
+static const Dwfl_Callbacks core_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.debuginfo_path = &core_debuginfo_path,
+};
+
+int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
+		char *why, size_t why_size)
+{
+	struct core_walk w = { 0 };
+	struct sw_dump *d = NULL;
+	Dwfl *dwfl = NULL;
+	Elf *core = NULL;
+	GElf_Ehdr eh;
+	struct stat st;
+	int fd, r;
+
+	*out = NULL;
+	fd = open(core_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(why, why_size, "%s: %s", core_path, strerror(-r));
+		return r;
+	}
+	elf_version(EV_CURRENT);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(why, why_size, "%s: not a regular file", core_path);
+		close(fd);
+		return -EINVAL;
+	}
+	core = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!core || !gelf_getehdr(core, &eh) || eh.e_type != ET_CORE) {
+		snprintf(why, why_size, "%s: not an ELF core file", core_path);
+		r = SW_EFORMAT;
+		goto out;
+	}
+	d = dump_new();
+	w.u.ips = malloc(SW_MAX_FRAMES * sizeof(*w.u.ips));
+	dwfl = dwfl_begin(&core_callbacks);
+	if (!d || !w.u.ips || !dwfl) {
+		r = -ENOMEM;
+		snprintf(why, why_size, "out of memory");
+		goto out;
+	}
+	d->method = SW_METHOD_CORE;
+	d->timeout_ms = 0;
+	d->collected_at.tv_sec = st.st_mtim.tv_sec;
+	d->collected_at.tv_nsec = st.st_mtim.tv_nsec;
+	core_psinfo(core, d);
+	dwfl_report_begin(dwfl);
+	if (dwfl_core_file_report(dwfl, core, exe) < 0 ||
+	    dwfl_report_end(dwfl, NULL, NULL) != 0) {
+		snprintf(why, why_size, "%s: %s", core_path, dwfl_errmsg(-1));
+		r = SW_EFORMAT;
+		goto out;
+	}
+	r = dwfl_core_file_attach(dwfl, core);
+	if (r < 0) {
+		snprintf(why, why_size, "%s: no threads: %s", core_path,
+			 dwfl_errmsg(-1));
+		r = SW_EFORMAT;
+		goto out;
+	}
+	d->pid = r;
+	w.d = d;
+	r = dwfl_getthreads(dwfl, core_thread_cb, &w);
+	if (w.err) {
+		r = w.err;
+		snprintf(why, why_size, "out of memory");
+		goto out;
+	}
+	qsort(d->threads, d->nthreads, sizeof(*d->threads), cmp_sw_thread);
+	r = collect_modules(dwfl, d);
+	if (r != 0)
+		snprintf(why, why_size, "out of memory");
+out:
+	if (dwfl)
+		dwfl_end(dwfl);
+	if (core)
+		elf_end(core);
+	close(fd);
+	free(w.u.ips);
+	if (r != 0) {
+		sw_dump_free(d);
+		return r;
+	}
+	*out = d;
+	return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * unwind.h - stacks of processes without the agent, unwound offline with
+ * elfutils libdwfl: from a ptrace snapshot (registers and stack copies,
+ * snapshot/snapshot.h) or from a core file.
+ *
+ * The result is a raw dump like the agent's: per thread its raw
+ * instruction pointers, plus the modules of the process, ready for the
+ * symbolizer (symbolize.h). Only the call frame information of each module
+ * is read here; memory comes from the copies (a read outside them ends the
+ * stack), never from the live process.
+ */
+#ifndef SW_UNWIND_H
+#define SW_UNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/dump.h"
+#include "snapshot/snapshot.h"
+
+/*
+ * Opens the file that the snapshotted process maps at start (its kernel
+ * path is path): an fd the unwinder owns, or a negative errno. NULL opens
+ * path itself (a regular file only).
+ */
+typedef int (*unwind_open_fn)(void *arg, uint64_t start, const char *path);
+
+/*
+ * Unwinds every thread of s into a raw dump (*out, freed with
+ * sw_dump_free()): method "ptrace", threads in s's order with their
+ * status, the modules from /proc/PID/maps read now. Returns 0, -ENOMEM,
+ * or -ESRCH when the process is gone.
+ */
+int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
+		    void *open_arg, struct sw_dump **out);
+
+/*
+ * The stacks of every thread of the core file at core_path (exe: the
+ * executable, NULL to find it from the core's notes), as a raw dump with
+ * method "core". Returns 0, or a negative errno or SW_EFORMAT with a
+ * sentence in why.
+ */
+int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
+		char *why, size_t why_size);
+
+#endif /* SW_UNWIND_H */
