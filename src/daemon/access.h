@@ -45,4 +45,16 @@ int access_list(struct registry *reg, const struct access *a,
 struct target *access_get(struct registry *reg, const struct access *a,
 			  pid_t pid);
 
+/* Whether a may see the process pid, agent or not. Reads /proc. */
+bool access_sees_pid(const struct access *a, pid_t pid);
+
+/*
+ * Any process a may see, with the agent or without (then a ptrace entry,
+ * registry_get_process()). A process a may not see is refused before any
+ * entry is made, so nothing is ever stopped for it. NULL when absent or
+ * hidden.
+ */
+struct target *access_get_process(struct registry *reg,
+				  const struct access *a, pid_t pid);
+
 #endif /* SWD_ACCESS_H */

@@ -35,6 +35,7 @@
 #include "metrics.h"
 #include "watch.h"
 #include "model/procfs.h"
+#include "ptracer.h"
 #include "query.h"
 #include "render/render.h"
 #include "web.h"
@@ -306,6 +307,16 @@ static void get_args(struct MHD_Connection *c, struct query_args *a)
 
 static unsigned status_of(int rc)
 {
+	if (rc == SNAP_ETRACED)
+		return MHD_HTTP_CONFLICT;
+	if (rc == SNAP_EZOMBIE || rc == SNAP_EKTHREAD)
+		return 422;
+	if (rc == SNAP_EARCH)
+		return MHD_HTTP_NOT_IMPLEMENTED;
+	if (rc == -EPERM)
+		return MHD_HTTP_INTERNAL_SERVER_ERROR;
+	if (rc == PTRACER_EGONE)
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	if (rc == -ETIMEDOUT)
 		return MHD_HTTP_GATEWAY_TIMEOUT;
 	if (rc == -ECONNRESET)
@@ -326,6 +337,14 @@ static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 		snprintf(buf, size,
 			 "pid %d sent a dump of more addresses than one dump "
 			 "of a user's process may hold (--max-dump-addresses)",
+			 (int)pid);
+	else if (rc == SNAP_ETRACED || rc == SNAP_EZOMBIE ||
+		 rc == SNAP_EKTHREAD || rc == SNAP_EARCH || rc == -EPERM)
+		snap_why(pid, rc, 0, buf, size);
+	else if (rc == PTRACER_EGONE)
+		snprintf(buf, size,
+			 "pid %d has no agent, and the daemon's snapshot "
+			 "helper is gone: restart stackwatchd",
 			 (int)pid);
 	else if (rc == STACKS_EHISTORY)
 		snprintf(buf, size,
@@ -595,10 +614,10 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 		return send_cross_site(c, rq.format);
 	if (rq.pid) {
 		/* One the requester may not see is not found: never 403. */
-		t = access_get(h->reg, acc, rq.pid);
+		t = access_get_process(h->reg, acc, rq.pid);
 		if (!t) {
 			snprintf(why, sizeof(why),
-				 "pid %d is not a registered target",
+				 "pid %d is not a process you may see",
 				 (int)rq.pid);
 			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format,
 					  why);
@@ -728,7 +747,7 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 		return send_cross_site(c, QUERY_JSON);
 	t = access_get(h->reg, acc, q.pid);
 	if (!t) {
-		snprintf(why, sizeof(why), "pid %d is not a registered target",
+		snprintf(why, sizeof(why), "pid %d is not a process you may see",
 			 (int)q.pid);
 		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
 	}

@@ -22,6 +22,7 @@
 #include "model/clock.h"
 #include "notify.h"
 #include "options.h"
+#include "ptracer.h"
 #include "registry.h"
 #include "scheduler.h"
 #include "stacks.h"
@@ -69,8 +70,11 @@ int main(int argc, char **argv)
 	struct scheduler *sched = NULL;
 	char url[128], why[256];
 	sigset_t set;
-	int rc, port, sig;
+	int rc, port, sig, prc, lrc;
 
+	/* The snapshot helper is this program, started by ptracer_start(). */
+	if (argc == 2 && strcmp(argv[1], "--snapshot-helper") == 0)
+		return ptracer_main(3);
 	rc = options_parse(&o, argc, argv);
 	if (rc != 0) {
 		options_release(&o);
@@ -92,6 +96,12 @@ int main(int argc, char **argv)
 	}
 	/* Symbols come from this machine only, never from the network. */
 	unsetenv("DEBUGINFOD_URLS");
+	/*
+	 * The only process of ours that may ptrace is the helper, started
+	 * before any thread; this one forbids itself ptrace from here on.
+	 */
+	prc = ptracer_start();
+	lrc = prc == 0 ? ptracer_lockdown() : 0;
 	notify_init();
 	block_signals(&set);
 	/* Our own threads are a target too: install the collector first. */
@@ -145,6 +155,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "listening on http://%s:%d\n", o.listen_addr,
 			port);
 	log_notice("agents register on %s", o.agent_socket);
+	if (prc < 0)
+		log_warn("no ptrace snapshots: cannot start the snapshot "
+			 "helper: %s",
+			 sw_strerror(prc));
+	else
+		log_info("ptrace snapshots by helper pid %d; ptrace is %s",
+			 (int)ptracer_pid(),
+			 lrc == 0 ? "denied to this process"
+				  : "not locked out of this process");
 	if (http_unix_socket(http))
 		log_info("HTTP also on %s", http_unix_socket(http));
 	if (strchr(o.listen_addr, ':'))
@@ -161,6 +180,7 @@ int main(int argc, char **argv)
 	sched_stop(sched);
 	registry_stop(reg);
 	stacks_release(&st);
+	ptracer_stop();
 	options_release(&o);
 	return 0;
 }

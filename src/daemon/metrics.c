@@ -85,6 +85,9 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	counter(&b, "stackwatch_signals_sent_total",
 		"Dump signals sent to threads (each inside its own process).",
 		atomic_load(&m->signals_sent));
+	counter(&b, "stackwatch_ptrace_snapshots_total",
+		"Dumps of processes without the agent by ptrace snapshot.",
+		atomic_load(&m->snapshots));
 	counter(&b, "stackwatch_requests_coalesced_total",
 		"Requests that waited for a dump already in flight.",
 		atomic_load(&m->coalesced));

@@ -24,6 +24,7 @@
 #include "collector/signal/handler.h"
 #include "log.h"
 #include "nspid.h"
+#include "ptracer.h"
 #include "model/procfs.h"
 #include "registry.h"
 #include "model/wire.h"
@@ -59,9 +60,11 @@ struct pending {
 };
 
 struct registry {
-	pthread_mutex_t lock; /* targets, ntargets */
+	pthread_mutex_t lock; /* targets, ntargets, nptraced */
 	struct target *targets;
-	size_t ntargets;
+	size_t ntargets; /* agents: ptrace entries are not counted */
+	size_t nptraced;
+	_Atomic bool keep_ptraced;
 	struct target *graveyard; /* unlinked, put after the epoll batch */
 	struct pending *pending;  /* listener thread only */
 	size_t npending;
@@ -173,7 +176,10 @@ static void unlink_target(struct registry *r, struct target *t)
 	for (pp = &r->targets; *pp; pp = &(*pp)->next) {
 		if (*pp == t) {
 			*pp = t->next;
-			r->ntargets--;
+			if (t->ptrace)
+				r->nptraced--;
+			else
+				r->ntargets--;
 			atomic_store(&t->dead, true);
 			if (t->pidfd >= 0)
 				epoll_ctl(r->epfd, EPOLL_CTL_DEL, t->pidfd,
@@ -218,14 +224,14 @@ static int add_target(struct registry *r, struct target *t)
 	for (o = r->targets; o; o = o->next) {
 		if (o->pid == t->pid && !o->self)
 			old = o;
-		else if (o->uid == t->uid && !o->self)
+		else if (o->uid == t->uid && !o->self && !o->ptrace)
 			same_uid++;
 	}
 	if (t->uid != 0 && same_uid >= atomic_load(&max_targets_per_user)) {
 		pthread_mutex_unlock(&r->lock);
 		return -EDQUOT;
 	}
-	if (r->ntargets - (old != NULL) >= REGISTRY_MAX_TARGETS) {
+	if (r->ntargets - (old && !old->ptrace) >= REGISTRY_MAX_TARGETS) {
 		pthread_mutex_unlock(&r->lock);
 		return -ENOSPC;
 	}
@@ -474,6 +480,8 @@ static void expire_pending(struct registry *r)
 	}
 }
 
+static void expire_ptraced(struct registry *r);
+
 static void *listener_main(void *arg)
 {
 	struct registry *r = arg;
@@ -517,6 +525,7 @@ static void *listener_main(void *arg)
 		}
 		bury(r);
 		expire_pending(r);
+		expire_ptraced(r);
 	}
 }
 
@@ -658,18 +667,144 @@ void registry_stop(struct registry *r)
 	free(r);
 }
 
+/* The live target of pid, an agent's first; under r->lock. */
+static struct target *find_locked(struct registry *r, pid_t pid)
+{
+	struct target *t, *found = NULL;
+
+	for (t = r->targets; t; t = t->next)
+		if (t->pid == pid && target_alive(t) && (!found || !t->ptrace))
+			found = t;
+	if (found) {
+		target_get(found);
+		if (found->ptrace)
+			atomic_store(&found->last_used_ms, now_ms());
+	}
+	return found;
+}
+
 struct target *registry_get(struct registry *r, pid_t pid)
 {
 	struct target *t;
 
 	pthread_mutex_lock(&r->lock);
-	for (t = r->targets; t; t = t->next)
-		if (t->pid == pid && target_alive(t))
-			break;
-	if (t)
-		target_get(t);
+	t = find_locked(r, pid);
 	pthread_mutex_unlock(&r->lock);
 	return t;
+}
+
+void registry_keep_ptraced(struct registry *r, bool keep)
+{
+	atomic_store(&r->keep_ptraced, keep);
+}
+
+/* The oldest unasked ptrace entry (under r->lock), or NULL. */
+static struct target *oldest_ptraced(struct registry *r)
+{
+	struct target *old = NULL;
+
+	for (struct target *t = r->targets; t; t = t->next)
+		if (t->ptrace &&
+		    (!old || atomic_load(&t->last_used_ms) <
+				     atomic_load(&old->last_used_ms)))
+			old = t;
+	return old;
+}
+
+struct target *registry_get_process(struct registry *r, pid_t pid, int *err)
+{
+	struct epoll_event xev = { .events = EPOLLIN };
+	struct target *t, *o;
+	char path[64];
+	uid_t uid;
+	int pidfd;
+
+	*err = 0;
+	t = registry_get(r, pid);
+	if (t)
+		return t;
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		*err = -ESRCH;
+		return NULL;
+	}
+	if (procfs_read_uid(pid, &uid) != 0) {
+		close(pidfd);
+		*err = -ESRCH;
+		return NULL;
+	}
+	t = target_new(r, pid, uid, -1);
+	if (!t) {
+		close(pidfd);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	t->ptrace = true;
+	t->pidfd = pidfd;
+	t->pidfd_kind = KIND_EXIT;
+	t->signo = 0;
+	atomic_store(&t->last_used_ms, now_ms());
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (procfs_read_at(AT_FDCWD, path, t->comm, sizeof(t->comm)) > 0)
+		t->comm[strcspn(t->comm, "\n")] = '\0';
+	if (procfs_read_cmdline(pid, &t->cmdline) != 0)
+		t->cmdline = strdup("");
+	pthread_mutex_lock(&r->lock);
+	/* Another request may have made it meanwhile. */
+	o = find_locked(r, pid);
+	if (o) {
+		pthread_mutex_unlock(&r->lock);
+		target_put(t);
+		return o;
+	}
+	if (r->nptraced >= REGISTRY_MAX_PTRACED) {
+		struct target *old = oldest_ptraced(r);
+
+		if (!old || atomic_load(&r->keep_ptraced)) {
+			pthread_mutex_unlock(&r->lock);
+			target_put(t);
+			*err = -ENOSPC;
+			return NULL;
+		}
+		unlink_target(r, old);
+	}
+	xev.data.ptr = &t->pidfd_kind;
+	if (!t->cmdline ||
+	    epoll_ctl(r->epfd, EPOLL_CTL_ADD, t->pidfd, &xev) < 0) {
+		pthread_mutex_unlock(&r->lock);
+		target_put(t);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	t->next = r->targets;
+	r->targets = t;
+	r->nptraced++;
+	target_get(t);
+	pthread_mutex_unlock(&r->lock);
+	/* Pinned now: still the process that was asked for? */
+	if (!target_alive(t)) {
+		target_put(t);
+		*err = -ESRCH;
+		return NULL;
+	}
+	return t;
+}
+
+/* Forgets ptrace entries nobody asked for in a while. */
+static void expire_ptraced(struct registry *r)
+{
+	uint64_t now = now_ms();
+
+	if (atomic_load(&r->keep_ptraced))
+		return;
+	pthread_mutex_lock(&r->lock);
+	for (struct target *t = r->targets, *next; t; t = next) {
+		next = t->next;
+		if (t->ptrace && now - atomic_load(&t->last_used_ms) >
+					 REGISTRY_PTRACE_IDLE_MS)
+			unlink_target(r, t);
+	}
+	pthread_mutex_unlock(&r->lock);
 }
 
 static int cmp_target(const void *a, const void *b)
@@ -680,20 +815,22 @@ static int cmp_target(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int registry_list(struct registry *r, struct target ***out, size_t *n)
+static int list(struct registry *r, bool ptraced, struct target ***out,
+		size_t *n)
 {
 	struct target **ts, *t;
-	size_t i = 0;
+	size_t i = 0, cap;
 
 	pthread_mutex_lock(&r->lock);
-	ts = malloc((r->ntargets ? r->ntargets : 1) * sizeof(struct target *));
+	cap = ptraced ? r->nptraced : r->ntargets;
+	ts = malloc((cap ? cap : 1) * sizeof(struct target *));
 	if (!ts) {
 		pthread_mutex_unlock(&r->lock);
 		return -ENOMEM;
 	}
 	for (t = r->targets; t; t = t->next) {
 		/* Gone already, even if the listener has not seen it yet. */
-		if (!target_alive(t))
+		if (t->ptrace != ptraced || !target_alive(t) || i == cap)
 			continue;
 		target_get(t);
 		ts[i++] = t;
@@ -703,6 +840,17 @@ int registry_list(struct registry *r, struct target ***out, size_t *n)
 	*out = ts;
 	*n = i;
 	return 0;
+}
+
+int registry_list(struct registry *r, struct target ***out, size_t *n)
+{
+	return list(r, false, out, n);
+}
+
+int registry_list_ptraced(struct registry *r, struct target ***out,
+			  size_t *n)
+{
+	return list(r, true, out, n);
 }
 
 void registry_put_all(struct target **ts, size_t n)
@@ -728,7 +876,7 @@ size_t registry_count_uid(struct registry *r, uid_t uid)
 
 	pthread_mutex_lock(&r->lock);
 	for (const struct target *t = r->targets; t; t = t->next)
-		n += t->uid == uid;
+		n += t->uid == uid && !t->ptrace;
 	pthread_mutex_unlock(&r->lock);
 	return n;
 }
@@ -941,6 +1089,29 @@ static size_t dump_addresses(const struct sw_dump *d)
 	return n;
 }
 
+/* A process without the agent: a snapshot through the helper. */
+static int dump_ptrace(struct target *t, int timeout_ms, struct sw_dump **out)
+{
+	pid_t tracer = 0;
+	int rc;
+
+	atomic_store(&t->last_used_ms, now_ms());
+	/* One snapshot of a process at a time. */
+	pthread_mutex_lock(&t->io_lock);
+	rc = ptracer_dump(t->pid, t->pidfd, timeout_ms, out, &tracer);
+	pthread_mutex_unlock(&t->io_lock);
+	if (rc == 0 && !target_alive(t)) {
+		sw_dump_free(*out);
+		*out = NULL;
+		rc = -ECONNRESET;
+	}
+	if (rc == -ESRCH)
+		rc = -ECONNRESET;
+	if (rc == 0)
+		(*out)->timeout_ms = timeout_ms;
+	return rc;
+}
+
 int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 {
 	struct wire_dump_req req = { .timeout_ms = (uint32_t)timeout_ms,
@@ -954,6 +1125,8 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 		return dump_self(timeout_ms, out);
 	if (!target_alive(t))
 		return -ECONNRESET;
+	if (t->ptrace)
+		return dump_ptrace(t, timeout_ms, out);
 	pthread_mutex_lock(&t->io_lock);
 	deadline = now_ms() + (uint64_t)timeout_ms + GRACE_MS;
 	wire_out_init(&o);

@@ -32,6 +32,8 @@ struct target {
 	uid_t uid;
 	_Atomic int signo; /* the agent's, as it last said */
 	bool self;	   /* the daemon itself: dumped in-process */
+	bool ptrace;	   /* no agent: dumped by ptrace snapshots */
+	_Atomic uint64_t last_used_ms; /* ptrace: last asked for (monotonic) */
 	bool foreign_ns;   /* in another pid namespace: tids translated */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
@@ -85,17 +87,39 @@ int registry_start(const char *path, const struct registry_hooks *hooks,
 /* Stops the listener, unregisters everyone, removes the socket. */
 void registry_stop(struct registry *r);
 
-/* The target with this pid, with a reference; NULL when none. */
+/*
+ * The target with this pid (an agent's, else a process already dumped by
+ * ptrace), with a reference; NULL when none.
+ */
 struct target *registry_get(struct registry *r, pid_t pid);
 
 /*
- * Every live target, each with a reference, sorted by pid. *out is malloc'd;
- * release with registry_put_all().
+ * registry_get(), or else a new entry for pid as a process without the
+ * agent, dumped by ptrace snapshots (t->ptrace), pinned by a pidfd. Such
+ * entries are listed nowhere (registry_list() is the agents'), leave when
+ * their process exits, and are forgotten after REGISTRY_PTRACE_IDLE_MS
+ * unasked unless registry_keep_ptraced(). NULL with *err: -ESRCH no such
+ * process, -ENOSPC too many, -ENOMEM. The caller has checked that the
+ * requester may see pid.
+ */
+#define REGISTRY_PTRACE_IDLE_MS 60000
+#define REGISTRY_MAX_PTRACED 1024
+struct target *registry_get_process(struct registry *r, pid_t pid, int *err);
+
+/* Keep ptrace entries while their process lives (--sample-ptrace). */
+void registry_keep_ptraced(struct registry *r, bool keep);
+
+/*
+ * Every live agent target, each with a reference, sorted by pid. *out is
+ * malloc'd; release with registry_put_all(). registry_list_ptraced() is
+ * the same for the entries of processes without the agent.
  */
 int registry_list(struct registry *r, struct target ***out, size_t *n);
+int registry_list_ptraced(struct registry *r, struct target ***out,
+			  size_t *n);
 void registry_put_all(struct target **ts, size_t n);
 
-/* Number of registered targets, the daemon included. */
+/* Number of registered targets (agents), the daemon included. */
 size_t registry_count(struct registry *r);
 
 /* Number of registered targets of uid. */

@@ -121,12 +121,15 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 	atomic_fetch_add(&s->m.duration_sum_us, us);
 	if (!d)
 		return;
+	if (d->method == SW_METHOD_PTRACE)
+		atomic_fetch_add(&s->m.snapshots, 1);
 	for (size_t i = 0; i < d->nthreads; i++) {
 		enum sw_status st = d->threads[i].status;
 
 		atomic_fetch_add(&s->m.threads[st], 1);
 		/* Exactly the ok and timed-out threads were signalled. */
-		if (st == SW_ST_OK || st == SW_ST_TIMEOUT)
+		if (d->method == SW_METHOD_AGENT &&
+		    (st == SW_ST_OK || st == SW_ST_TIMEOUT))
 			atomic_fetch_add(&s->m.signals_sent, 1);
 	}
 }

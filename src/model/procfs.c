@@ -352,3 +352,21 @@ int procfs_tracer_pid(pid_t pid, pid_t *out)
 	*out = (pid_t)v;
 	return 0;
 }
+
+int procfs_read_uid(pid_t pid, uid_t *out)
+{
+	char path[64], buf[4096];
+	const char *v;
+	unsigned long uid;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	v = procfs_status_value(buf, (size_t)n, "Uid");
+	if (!v || sscanf(v, "%lu", &uid) != 1)
+		return SW_EFORMAT;
+	*out = (uid_t)uid;
+	return 0;
+}

@@ -591,20 +591,6 @@ static bool have_cap_ptrace(void)
 	return (eff >> 19) & 1; /* CAP_SYS_PTRACE */
 }
 
-/* The first number of "Uid:" of pid's status, or -1. */
-static long status_uid(pid_t pid)
-{
-	char path[64], buf[2048];
-	int64_t v;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if (procfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
-		return -1;
-	if (procfs_parse_status_dec(buf, strlen(buf), "Uid", &v) != 0)
-		return -1;
-	return (long)v;
-}
-
 static void comm_of(pid_t pid, char *buf, size_t size)
 {
 	char path[64];
@@ -621,12 +607,15 @@ static void comm_of(pid_t pid, char *buf, size_t size)
 void snap_why(pid_t pid, int err, pid_t tracer, char *buf, size_t size)
 {
 	char tmp[128], comm[SW_COMM_MAX];
-	long uid;
+	long uid = -1;
+	uid_t owner;
 	int scope = -1;
 	bool cap;
 
 	switch (err) {
 	case SNAP_ETRACED:
+		if (tracer <= 0 && procfs_tracer_pid(pid, &tracer) != 0)
+			tracer = 0;
 		if (tracer > 0) {
 			comm_of(tracer, comm, sizeof(comm));
 			snprintf(buf, size,
@@ -672,7 +661,8 @@ void snap_why(pid_t pid, int err, pid_t tracer, char *buf, size_t size)
 	if (procfs_read_at(AT_FDCWD, "/proc/sys/kernel/yama/ptrace_scope", tmp,
 			   sizeof(tmp)) > 0)
 		scope = atoi(tmp);
-	uid = status_uid(pid);
+	if (procfs_read_uid(pid, &owner) == 0)
+		uid = (long)owner;
 	if (scope == 3) {
 		snprintf(buf, size,
 			 "Yama forbids every ptrace attach on this host "
