@@ -192,7 +192,8 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 # The agent's fixtures are plain programs: nothing of ours linked in, the
 # agent preloaded by the tests, as in real use.
 $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
-		$(BUILD)/fixtures/hostile_http $(BUILD)/fixtures/sandbox: \
+		$(BUILD)/fixtures/hostile_http $(BUILD)/fixtures/sandbox \
+		$(BUILD)/fixtures/plain_target: \
 		$(BUILD)/fixtures/%: tests/fixtures/%.c tests/fixtures/agent_idle.h \
 		| $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -312,7 +313,7 @@ format-check:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d)
+-include $(sort $(LIB_OBJS:.o=.d) $(AGENT_OBJS:.o=.d) $(DAEMON_OBJS:.o=.d) $(CLI_OBJS:.o=.d))
 
 # ---------------------------------------------------------------------------
 # make install / uninstall / run / man-check

@@ -75,8 +75,8 @@ struct target *access_get(struct registry *reg, const struct access *a,
 	return t;
 }
 
-struct target *access_get_process(struct registry *reg,
-				  const struct access *a, pid_t pid)
+struct target *access_get_process(struct registry *reg, const struct access *a,
+				  pid_t pid)
 {
 	struct target *t = access_get(reg, a, pid);
 	int err;

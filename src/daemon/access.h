@@ -54,7 +54,7 @@ bool access_sees_pid(const struct access *a, pid_t pid);
  * entry is made, so nothing is ever stopped for it. NULL when absent or
  * hidden.
  */
-struct target *access_get_process(struct registry *reg,
-				  const struct access *a, pid_t pid);
+struct target *access_get_process(struct registry *reg, const struct access *a,
+				  pid_t pid);
 
 #endif /* SWD_ACCESS_H */

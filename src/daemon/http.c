@@ -405,6 +405,15 @@ static int view_of(struct http *h, const struct query_stacks *rq,
 	return rc;
 }
 
+/* A zombie the requester may see: an answer of its own, not a 404. */
+static bool zombie_seen(const struct access *acc, pid_t pid)
+{
+	char state;
+
+	return procfs_process_state(pid, &state) == 0 && state == 'Z' &&
+	       access_sees_pid(acc, pid);
+}
+
 /* Why a dump that was taken could not be rendered. */
 static const char *render_failure(int rc, char *buf, size_t size, pid_t pid)
 {
@@ -601,7 +610,7 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 	enum MHD_Result ret;
 	const char *bad;
 	size_t n;
-	char why[96];
+	char why[256];
 
 	get_args(c, &a);
 	bad = query_parse_stacks(&a, dflt, h->timeout_ms, &rq);
@@ -615,6 +624,10 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 	if (rq.pid) {
 		/* One the requester may not see is not found: never 403. */
 		t = access_get_process(h->reg, acc, rq.pid);
+		if (!t && zombie_seen(acc, rq.pid)) {
+			snap_why(rq.pid, SNAP_EZOMBIE, 0, why, sizeof(why));
+			return send_error(c, 422, rq.format, why);
+		}
 		if (!t) {
 			snprintf(why, sizeof(why),
 				 "pid %d is not a process you may see",
@@ -747,8 +760,8 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 		return send_cross_site(c, QUERY_JSON);
 	t = access_get(h->reg, acc, q.pid);
 	if (!t) {
-		snprintf(why, sizeof(why), "pid %d is not a process you may see",
-			 (int)q.pid);
+		snprintf(why, sizeof(why),
+			 "pid %d is not a process you may see", (int)q.pid);
 		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
 	}
 	rc = watch_diff(h->st, t, q.since, q.timeout_ms, &doc);

@@ -36,8 +36,8 @@
 #include "modfile.h"
 #include "symbols/unwind.h"
 
-#define PTRACER_MAGIC 0x52545053u /* "SPTR" */
-#define PTRACER_FD 3		   /* the helper's request socket */
+#define PTRACER_MAGIC 0x52545053u      /* "SPTR" */
+#define PTRACER_FD 3		       /* the helper's request socket */
 #define PTRACER_GRACE_NS 1000000000ull /* answer after the deadline */
 #define PTRACER_MAX_MS 60000
 
@@ -78,7 +78,7 @@ int ptracer_start(void)
 	}
 	if (pid == 0) {
 		static char name[] = "stackwatchd", opt[] = "--snapshot-helper";
-		char *argv[] = {name, opt, NULL};
+		char *argv[] = { name, opt, NULL };
 
 		/* fd 3 without close-on-exec; everything else closes. */
 		if (sv[1] == PTRACER_FD) {
@@ -117,8 +117,8 @@ int ptracer_lockdown(void)
 		BPF_STMT(BPF_RET | BPF_K,
 			 SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
 	};
-	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]),
-				  .filter = f};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]),
+				   .filter = f };
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
@@ -142,7 +142,7 @@ void ptracer_stop(void)
 		uint64_t until = clock_now_ns() + 2000000000ull;
 
 		while (waitpid(helper_pid, &st, WNOHANG) == 0) {
-			struct timespec ts = {0, 10000000};
+			struct timespec ts = { 0, 10000000 };
 
 			if (clock_now_ns() >= until) {
 				kill(helper_pid, SIGKILL);
@@ -159,11 +159,11 @@ void ptracer_stop(void)
 static int send_request(const struct request *rq, int fd)
 {
 	char ctrl[CMSG_SPACE(sizeof(int))];
-	struct iovec io = {(void *)rq, sizeof(*rq)};
-	struct msghdr mh = {.msg_iov = &io,
-			    .msg_iovlen = 1,
-			    .msg_control = ctrl,
-			    .msg_controllen = sizeof(ctrl)};
+	struct iovec io = { (void *)rq, sizeof(*rq) };
+	struct msghdr mh = { .msg_iov = &io,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
 	struct cmsghdr *c;
 
 	memset(ctrl, 0, sizeof(ctrl));
@@ -188,7 +188,7 @@ static int send_request(const struct request *rq, int fd)
 /* Opens a module of the snapshotted process from its own mappings. */
 static int open_mapped(void *arg, uint64_t start, const char *path)
 {
-	struct sw_module m = {.path = (char *)path, .start = start};
+	struct sw_module m = { .path = (char *)path, .start = start };
 
 	return modfile_open(arg, &m);
 }
@@ -196,7 +196,7 @@ static int open_mapped(void *arg, uint64_t start, const char *path)
 int ptracer_dump(pid_t pid, int pidfd, int timeout_ms, struct sw_dump **out,
 		 pid_t *tracer)
 {
-	struct request rq = {.magic = PTRACER_MAGIC, .pid = pid};
+	struct request rq = { .magic = PTRACER_MAGIC, .pid = pid };
 	struct snap *s = NULL;
 	struct modfile_maps mm;
 	int sv[2], rc;
@@ -242,11 +242,11 @@ int ptracer_dump(pid_t pid, int pidfd, int timeout_ms, struct sw_dump **out,
 static int recv_request(int fd, struct request *rq, int *answer_fd)
 {
 	char ctrl[CMSG_SPACE(sizeof(int)) * 4];
-	struct iovec io = {rq, sizeof(*rq)};
-	struct msghdr mh = {.msg_iov = &io,
-			    .msg_iovlen = 1,
-			    .msg_control = ctrl,
-			    .msg_controllen = sizeof(ctrl)};
+	struct iovec io = { rq, sizeof(*rq) };
+	struct msghdr mh = { .msg_iov = &io,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
 	ssize_t n;
 
 	*answer_fd = -1;
@@ -284,7 +284,7 @@ static int recv_request(int fd, struct request *rq, int *answer_fd)
 /* Whether the asker still waits on the other end of fd. */
 static bool asker_waits(int fd)
 {
-	struct pollfd p = {.fd = fd, .events = 0};
+	struct pollfd p = { .fd = fd, .events = 0 };
 
 	return poll(&p, 1, 0) == 0 || !(p.revents & (POLLHUP | POLLERR));
 }
@@ -350,8 +350,10 @@ int ptracer_main(int fd)
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_NAME, "sw-ptrace");
-	if (getppid() == 1 ||
-	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+	/* The daemon died before we could follow it: nothing to serve. */
+	if (getppid() == 1)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
 	    type != SOCK_SEQPACKET) {
 		fprintf(stderr, "stackwatchd: --snapshot-helper is started by "
 				"stackwatchd itself\n");

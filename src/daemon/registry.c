@@ -847,8 +847,7 @@ int registry_list(struct registry *r, struct target ***out, size_t *n)
 	return list(r, false, out, n);
 }
 
-int registry_list_ptraced(struct registry *r, struct target ***out,
-			  size_t *n)
+int registry_list_ptraced(struct registry *r, struct target ***out, size_t *n)
 {
 	return list(r, true, out, n);
 }

@@ -34,7 +34,7 @@ struct target {
 	bool self;	   /* the daemon itself: dumped in-process */
 	bool ptrace;	   /* no agent: dumped by ptrace snapshots */
 	_Atomic uint64_t last_used_ms; /* ptrace: last asked for (monotonic) */
-	bool foreign_ns;   /* in another pid namespace: tids translated */
+	bool foreign_ns; /* in another pid namespace: tids translated */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
 	struct timespec registered_at; /* CLOCK_REALTIME */
@@ -115,8 +115,7 @@ void registry_keep_ptraced(struct registry *r, bool keep);
  * the same for the entries of processes without the agent.
  */
 int registry_list(struct registry *r, struct target ***out, size_t *n);
-int registry_list_ptraced(struct registry *r, struct target ***out,
-			  size_t *n);
+int registry_list_ptraced(struct registry *r, struct target ***out, size_t *n);
 void registry_put_all(struct target **ts, size_t n);
 
 /* Number of registered targets (agents), the daemon included. */

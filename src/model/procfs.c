@@ -370,3 +370,20 @@ int procfs_read_uid(pid_t pid, uid_t *out)
 	*out = (uid_t)uid;
 	return 0;
 }
+
+int procfs_process_state(pid_t pid, char *state)
+{
+	char path[64], buf[1024];
+	const char *p;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2])
+		return SW_EFORMAT;
+	*state = p[2];
+	return 0;
+}

@@ -85,6 +85,9 @@ int procfs_read_task(int taskfd, pid_t tid, struct procfs_task *t,
  */
 int procfs_read_cmdline(pid_t pid, char **out);
 
+/* The state letter of process pid (its stat file). 0 or -errno. */
+int procfs_process_state(pid_t pid, char *state);
+
 /* The real uid of process pid (its status file). 0 or -errno. */
 int procfs_read_uid(pid_t pid, uid_t *out);
 

@@ -385,12 +385,12 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	       add_uint(o, "elapsed_us", d->elapsed_us) &&
 	       add_uint(o, "skew_us", d->skew_us) &&
 	       add_int(o, "timeout_ms", d->timeout_ms) &&
+	       add_uint(o, "threads_total", d->nthreads) &&
+	       add_uint(o, "threads_ok", nok) &&
 	       add_str(o, "method", dump_method_name(d->method)) &&
 	       (d->method != SW_METHOD_PTRACE ||
 		(add_uint(o, "paused_us_max", d->paused_us_max) &&
 		 add_uint(o, "paused_us_total", d->paused_us_total))) &&
-	       add_uint(o, "threads_total", d->nthreads) &&
-	       add_uint(o, "threads_ok", nok) &&
 	       (!d->symbols_partial ||
 		add_item(o, "symbols_partial", cJSON_CreateTrue()));
 }

@@ -492,6 +492,8 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 		goto fail;
 	}
 	r = maps_read(pid, &m);
+	if (r == -EACCES) /* what ptrace's read rule says about the maps */
+		r = -EPERM;
 	if (r == 0)
 		r = list_threads(taskfd, s);
 	if (r != 0)

@@ -186,7 +186,7 @@ check() {
 	as "$u" "$TB/stackwatch" --url "$url" dump "$other" >"$tmp/cli2" 2>&1
 	rc2=$?
 	if [ $rc = 0 ] && grep -q '^#0 ' "$tmp/cli" && [ $rc2 = 1 ] &&
-		grep -q 'not a registered target' "$tmp/cli2"; then
+		grep -q 'not a process you may see' "$tmp/cli2"; then
 		ok "$name, the CLI over TCP: dumps its own, the other's is not found"
 	else
 		nok "$name, the CLI over TCP: dumps its own ($rc), the other's not found ($rc2)"

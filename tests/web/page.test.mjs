@@ -391,10 +391,10 @@ test('errors from the API are shown readably', async () => {
   await goto(page, '/stacks');
   assert.match(await page.textContent('.error'), /502: Bad Gateway/);
   await page.close();
-  // A pid that is not a target: the daemon's own 404 sentence.
-  const res = await fetch(`${base}/stacks?pid=1`);
+  // A pid that no process has: the daemon's own 404 sentence.
+  const res = await fetch(`${base}/stacks?pid=4194304`);
   assert.equal(res.status, 404);
-  assert.match(await res.text(), /pid 1 is not a registered target/);
+  assert.match(await res.text(), /pid 4194304 is not a process you may see/);
 });
 
 test('names that would disguise the page are shown escaped', async () => {
