@@ -42,6 +42,7 @@ const state = {
   timer: 0,
   gen: 0, // renders so far: building the rest of the groups of an older one stops
   loading: false,
+  procFilter: '', // the process list's filter, kept across refreshes
 };
 
 // --- small helpers --------------------------------------------------------
@@ -285,7 +286,8 @@ class ProcessView {
         fact('collected in', `${ms(p.elapsed_us)} ms`),
         fact('skew', `${ms(p.skew_us)} ms`),
         el('div', { title: p.collected_at }, el('dt', null, 'at'), el('dd', null, fmtTime(p.collected_at))),
-        this.stuckFact = el('div', { class: 'stuck-fact', hidden: true })));
+        this.stuckFact = el('div', { class: 'stuck-fact', hidden: true })),
+      methodNote(p));
   }
 
   links() {
@@ -467,6 +469,77 @@ class ProcessView {
   }
 }
 
+// How the stacks were taken, when not by the agent: what it cost.
+function methodNote(p) {
+  if (p.method === 'ptrace') {
+    return el('p', { class: 'note method' }, 'No agent in this process: a ptrace snapshot. ',
+      `Each thread was paused for at most ${p.paused_us_max} µs `,
+      `(${p.paused_us_total} µs for all ${p.threads_total} threads together), one at a time.`);
+  }
+  if (p.method === 'core') return el('p', { class: 'note method' }, 'From a core file.');
+  return '';
+}
+
+// Every process the requester may see (/api/v1/processes), agent or not,
+// with a filter of its own: pid, name, user or command line.
+function processList(list) {
+  const body = el('tbody');
+  const filter = el('input', { type: 'search', class: 'proc-filter', placeholder: 'Find a process: pid, name, user, command line',
+    autocomplete: 'off', spellcheck: 'false', 'aria-label': 'Find a process' });
+  const count = el('span', { class: 'muted' });
+  const rows = list.map((p) => {
+    const row = el('tr', { dataset: { pid: String(p.pid) } },
+      el('td', null, el('a', { href: `/stacks${query({ pid: p.pid, ...view.pass })}` }, String(p.pid))),
+      el('td', null, p.comm || '?', ' ', p.agent ? el('span', { class: 'badge agent', title: 'loads the agent: dumped without stopping anything' }, 'agent')
+        : el('span', { class: 'badge ptrace', title: 'no agent: dumped by a ptrace snapshot, each thread paused for microseconds' }, 'ptrace')),
+      el('td', null, p.user || String(p.uid)),
+      el('td', { class: 'num' }, String(p.threads)),
+      el('td', null, el('code', { class: 'muted' }, p.cmdline || '')));
+    row.searchText = `${p.pid} ${p.comm} ${p.user} ${p.cmdline}`.toLowerCase();
+    body.append(row);
+    return row;
+  });
+  const apply = () => {
+    const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+    let shown = 0;
+    for (const r of rows) {
+      r.hidden = !words.every((w) => r.searchText.includes(w));
+      shown += !r.hidden;
+    }
+    count.textContent = words.length ? ` ${shown} shown` : '';
+  };
+  filter.value = state.procFilter;
+  filter.addEventListener('input', () => {
+    state.procFilter = filter.value;
+    apply();
+  });
+  const sec = el('section', { class: 'processes' },
+    el('h2', null, plural(list.length, 'process', 'processes'), ' ',
+      el('span', { class: 'muted' }, 'you may see on this host'), count),
+    filter,
+    el('table', { class: 'list' },
+      el('thead', null, el('tr', null, ...['pid', 'name', 'user', 'threads', 'command']
+        .map((h) => el('th', null, h)))), body));
+  apply();
+  return sec;
+}
+
+async function showProcesses() {
+  if (view.pid) return;
+  let doc;
+  try {
+    doc = await getJSON('/api/v1/processes');
+  } catch {
+    return; // an older daemon, or it failed: the targets are shown anyway
+  }
+  const old = main.querySelector('section.processes');
+  const sec = processList(doc.processes || []);
+  const targets = main.querySelector('section.targets');
+  if (old) old.replaceWith(sec);
+  else if (targets) targets.after(sec);
+  else main.prepend(sec);
+}
+
 // --- the page -------------------------------------------------------------
 
 function targetTable(procs) {
@@ -633,6 +706,7 @@ async function load() {
     document.body.dataset.loads = (+document.body.dataset.loads || 0) + 1;
     schedule();
   }
+  await showProcesses();
   const m = await stuck;
   if (m) {
     state.stuck = m;

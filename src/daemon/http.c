@@ -35,6 +35,7 @@
 #include "metrics.h"
 #include "watch.h"
 #include "model/procfs.h"
+#include "processes.h"
 #include "ptracer.h"
 #include "query.h"
 #include "render/render.h"
@@ -731,6 +732,17 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c,
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
+static enum MHD_Result handle_processes(struct http *h,
+				       struct MHD_Connection *c,
+				       const struct access *acc)
+{
+	cJSON *doc;
+
+	if (processes_json(h->reg, acc, &doc) < 0)
+		return send_error(c, 500, QUERY_JSON, "out of memory");
+	return send_json(c, MHD_HTTP_OK, doc);
+}
+
 static enum MHD_Result handle_stuck(struct http *h, struct MHD_Connection *c,
 				    const struct access *acc)
 {
@@ -975,6 +987,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_stacks(h, c, &acc, QUERY_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c, &acc);
+	if (strcmp(url, "/api/v1/processes") == 0)
+		return handle_processes(h, c, &acc);
 	if (strncmp(url, "/static/", 8) == 0)
 		return handle_static(c, url + 8);
 	if (strcmp(url, "/api/v1/stuck") == 0)

@@ -184,15 +184,15 @@ test('the page is served with a CSP, its files from /static/', async () => {
 
 test('the list shows every target, linking to each', async () => {
   const page = await open('/stacks');
-  const rows = await page.$$eval('table.list tbody tr', (trs) => trs.map((tr) => tr.textContent));
+  const rows = await page.$$eval('section.targets table.list tbody tr', (trs) => trs.map((tr) => tr.textContent));
   for (const pid of [small.pid, big.pid]) {
     assert.ok(rows.some((r) => r.includes(String(pid)) && r.includes('workload')), `pid ${pid} listed`);
   }
   assert.ok(rows.some((r) => r.includes('stackwatchd')), 'the daemon itself is listed');
-  const href = await page.getAttribute(`table.list a[href="/stacks?pid=${small.pid}"]`, 'href');
+  const href = await page.getAttribute(`section.targets a[href="/stacks?pid=${small.pid}"]`, 'href');
   assert.equal(href, `/stacks?pid=${small.pid}`);
   assert.equal(await page.locator('section.proc').count(), rows.length, 'a section per process');
-  await page.click(`table.list a[href="/stacks?pid=${small.pid}"]`);
+  await page.click(`section.targets a[href="/stacks?pid=${small.pid}"]`);
   await rendered(page);
   assert.equal(await page.locator('section.proc').count(), 1);
   await page.close();
@@ -533,6 +533,43 @@ test('1000 different stacks stay quick (1000 groups)', async () => {
     assert.ok(t.complete < 4 * RENDER_LIMIT_MS, line);
   }
   await page.close();
+});
+
+test('every process is listed, searchable; one without the agent opens with its pause', async () => {
+  // A plain program: nothing of ours loaded (stdin kept open: it waits).
+  const plain = spawn(path.join(BUILD, 'fixtures/plain_target'), ['4'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  children.push(plain);
+  await new Promise((resolve, reject) => {
+    let seen = '';
+    plain.stdout.setEncoding('utf8');
+    plain.stdout.on('data', (c) => { seen += c; if (/^ready$/m.test(seen)) resolve(); });
+    plain.on('exit', () => reject(new Error('plain_target exited')));
+  });
+  const page = await open('/stacks');
+  await page.waitForSelector(`section.processes tr[data-pid="${plain.pid}"]`);
+  const row = (pid) => page.locator(`section.processes tr[data-pid="${pid}"]`);
+  assert.match(await row(plain.pid).textContent(), /plain_target.*ptrace/);
+  assert.match(await row(small.pid).textContent(), /workload.*agent/);
+  const filter = page.locator('section.processes input.proc-filter');
+  await filter.fill(String(plain.pid));
+  assert.equal(await row(plain.pid).isVisible(), true, 'found by pid');
+  assert.equal(await row(small.pid).isVisible(), false, 'others hidden');
+  await filter.fill('plain_target 4');
+  assert.equal(await row(plain.pid).isVisible(), true, 'found by name and command line');
+  await filter.fill('root plain');
+  assert.equal(await row(plain.pid).isVisible(), true, 'found by user');
+  await filter.fill('no-such-process-here');
+  assert.equal(await row(plain.pid).isVisible(), false);
+  await filter.fill(String(plain.pid));
+  await page.screenshot({ path: path.join(SHOTS, 'processes.png') });
+  await row(plain.pid).locator('a').click();
+  await rendered(page);
+  assert.match(await page.textContent('.note.method'),
+    /ptrace snapshot\. Each thread was paused for at most \d+ µs \(\d+ µs for all 7 threads together\)/);
+  assert.match(await page.textContent('section.proc'), /plain_park/);
+  await page.screenshot({ path: path.join(SHOTS, 'ptrace-process.png') });
+  await page.close();
+  plain.stdin.end();
 });
 
 test('no console errors on any page', () => {
