@@ -733,8 +733,8 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c,
 }
 
 static enum MHD_Result handle_processes(struct http *h,
-				       struct MHD_Connection *c,
-				       const struct access *acc)
+					struct MHD_Connection *c,
+					const struct access *acc)
 {
 	cJSON *doc;
 

@@ -133,7 +133,10 @@ int main(int argc, char **argv)
 	stacks_set_limits(&st, o.symbolize_budget_ms,
 			  (size_t)o.max_history_mib << 20);
 	notify_set_health(healthy, &st);
-	rc = sched_start(reg, &st, o.sample_interval_ms, o.timeout_ms, &sched);
+	registry_keep_ptraced(reg, o.sample_ptrace);
+	rc = sched_start(reg, &st, o.sample_interval_ms,
+			 o.sample_ptrace ? o.ptrace_interval_ms : 0,
+			 o.timeout_ms, &sched);
 	if (rc < 0) {
 		fprintf(stderr, "stackwatchd: cannot start sampling: %s\n",
 			sw_strerror(rc));

@@ -38,6 +38,9 @@ static const char usage[] =
 	"  --token-file PATH       require 'Authorization: Bearer TOKEN'\n"
 	"  --allow-host NAME       accept this Host header too (repeatable)\n"
 	"  --sample-interval MS    periodic sampling, 0 = off (default 1000)\n"
+	"  --sample-ptrace         sample processes without the agent too,\n"
+	"                          once opened (ptrace snapshots)\n"
+	"  --ptrace-interval MS    how often (default 10000)\n"
 	"  --stuck-after SECONDS   flag threads stuck this long (default 10)\n"
 	"  --timeout MS            deadline of one dump (default 1000)\n"
 	"  --max-dump-rate N       dumps per target per second (default 30)\n"
@@ -63,6 +66,8 @@ enum {
 	O_TOKEN,
 	O_ALLOW_HOST,
 	O_INTERVAL,
+	O_SAMPLE_PTRACE,
+	O_PTRACE_INTERVAL,
 	O_STUCK,
 	O_TIMEOUT,
 	O_RATE,
@@ -85,6 +90,8 @@ static const struct option longopts[] = {
 	{ "token-file", required_argument, NULL, O_TOKEN },
 	{ "allow-host", required_argument, NULL, O_ALLOW_HOST },
 	{ "sample-interval", required_argument, NULL, O_INTERVAL },
+	{ "sample-ptrace", optional_argument, NULL, O_SAMPLE_PTRACE },
+	{ "ptrace-interval", required_argument, NULL, O_PTRACE_INTERVAL },
 	{ "stuck-after", required_argument, NULL, O_STUCK },
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
 	{ "max-dump-rate", required_argument, NULL, O_RATE },
@@ -111,6 +118,25 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 		return -EINVAL;
 	*out = (int)v;
 	return 0;
+}
+
+/* yes/no, true/false, on/off, 1/0. */
+static int parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (size_t i = 0; i < 4; i++) {
+		if (strcmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 /* "ADDR:PORT", "[V6]:PORT". */
@@ -147,6 +173,8 @@ static int apply(struct options *o, int key, const char *val)
 {
 	enum log_level lvl;
 
+	if (!val && key == O_SAMPLE_PTRACE)
+		val = "yes"; /* the bare flag */
 	if (!val)
 		return -EINVAL;
 	switch (key) {
@@ -181,6 +209,10 @@ static int apply(struct options *o, int key, const char *val)
 		return 0;
 	case O_INTERVAL:
 		return parse_int(val, 0, 86400000, &o->sample_interval_ms);
+	case O_SAMPLE_PTRACE:
+		return parse_bool(val, &o->sample_ptrace);
+	case O_PTRACE_INTERVAL:
+		return parse_int(val, 100, 86400000, &o->ptrace_interval_ms);
 	case O_STUCK:
 		return parse_int(val, 1, 86400, &o->stuck_after_s);
 	case O_TIMEOUT:
@@ -236,6 +268,10 @@ static const char *expected(int key)
 		return "a path";
 	case O_ADMIN_GROUP:
 		return "a group name";
+	case O_SAMPLE_PTRACE:
+		return "yes or no";
+	case O_PTRACE_INTERVAL:
+		return "milliseconds, 100 to 86400000";
 	case O_ALLOW_HOST:
 		return "a host name, at most 16 of them";
 	case O_INTERVAL:
@@ -385,6 +421,7 @@ static void set_defaults(struct options *o)
 		o->http_socket[0] = '\0';
 	snprintf(o->admin_group, sizeof(o->admin_group), "stackwatch");
 	o->sample_interval_ms = 1000;
+	o->ptrace_interval_ms = 10000;
 	o->stuck_after_s = 10;
 	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;
 	o->max_dump_rate = 30;

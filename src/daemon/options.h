@@ -22,6 +22,8 @@ struct options {
 	char token_file[4096];
 	char *token;		/* read from token_file at start-up; owned */
 	int sample_interval_ms; /* 0: no periodic sampling */
+	bool sample_ptrace;	/* sample processes without the agent too */
+	int ptrace_interval_ms; /* and how often */
 	int stuck_after_s;
 	int timeout_ms;
 	int max_dump_rate; /* per target per second */

@@ -57,7 +57,7 @@ static cJSON *one(struct registry *reg, pid_t pid, char state, long threads)
 {
 	cJSON *o = cJSON_CreateObject();
 	struct target *t = registry_get(reg, pid);
-	char comm[SW_COMM_MAX] = "", path[64], user[64], st[2] = {state, 0};
+	char comm[SW_COMM_MAX] = "", path[64], user[64], st[2] = { state, 0 };
 	char *cmdline = NULL;
 	uid_t uid = 0;
 	bool agent = t && !t->ptrace;

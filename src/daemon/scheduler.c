@@ -22,7 +22,8 @@
 struct scheduler {
 	struct registry *reg;
 	struct stacks *st;
-	uint64_t interval_ns;
+	uint64_t interval_ns;	     /* agents; 0: none sampled */
+	uint64_t ptrace_interval_ns; /* processes without: 0, none */
 	int timeout_ms;
 
 	pthread_mutex_t lock;  /* queue, stop */
@@ -69,15 +70,16 @@ static void enqueue(struct scheduler *s, struct target *t)
 	pthread_cond_signal(&s->work);
 }
 
-/* One pass: queues every due target. Returns the earliest next due. */
-static uint64_t pass(struct scheduler *s, uint64_t now)
+/* How often t is sampled: agents and ptrace snapshots apart. */
+static uint64_t interval_of(const struct scheduler *s, const struct target *t)
 {
-	uint64_t earliest = now + MAX_PASS_NS;
-	struct target **ts;
-	size_t n;
+	return t->ptrace ? s->ptrace_interval_ns : s->interval_ns;
+}
 
-	if (registry_list(s->reg, &ts, &n) < 0)
-		return now + MIN_PASS_NS;
+/* Queues every due target of ts. Returns the earliest next due. */
+static uint64_t pass_list(struct scheduler *s, uint64_t now, struct target **ts,
+			  size_t n, uint64_t earliest)
+{
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < n; i++) {
 		struct target *t = ts[i];
@@ -87,13 +89,32 @@ static uint64_t pass(struct scheduler *s, uint64_t now)
 			continue; /* its worker advances the ticker */
 		if (due <= now) {
 			enqueue(s, t); /* every due one, not just the first */
-			due = now + s->interval_ns; /* about when it is next */
+			due = now + interval_of(s, t); /* about when next */
 		}
 		if (due < earliest)
 			earliest = due;
 	}
 	pthread_mutex_unlock(&s->lock);
 	registry_put_all(ts, n);
+	return earliest;
+}
+
+/* One pass: queues every due target. Returns the earliest next due. */
+static uint64_t pass(struct scheduler *s, uint64_t now)
+{
+	uint64_t earliest = now + MAX_PASS_NS;
+	struct target **ts;
+	size_t n;
+
+	if (s->interval_ns) {
+		if (registry_list(s->reg, &ts, &n) < 0)
+			return now + MIN_PASS_NS;
+		earliest = pass_list(s, now, ts, n, earliest);
+	}
+	/* Processes without the agent, opted in (--sample-ptrace). */
+	if (s->ptrace_interval_ns &&
+	    registry_list_ptraced(s->reg, &ts, &n) == 0)
+		earliest = pass_list(s, now, ts, n, earliest);
 	return earliest;
 }
 
@@ -144,7 +165,8 @@ static void *worker_main(void *arg)
 		s->len--;
 		pthread_mutex_unlock(&s->lock);
 		/* Clear the flag and advance the ticker before sampling. */
-		atomic_store(&t->next_due_ns, clock_now_ns() + s->interval_ns);
+		atomic_store(&t->next_due_ns,
+			     clock_now_ns() + interval_of(s, t));
 		atomic_store(&t->queued, false);
 		rc = stacks_get_flags(s->st, t, s->timeout_ms, STACKS_NOWAIT,
 				      &sd);
@@ -157,23 +179,28 @@ static void *worker_main(void *arg)
 }
 
 int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
-		int timeout_ms, struct scheduler **out)
+		int ptrace_interval_ms, int timeout_ms, struct scheduler **out)
 {
 	struct scheduler *s;
 	int rc;
 
 	*out = NULL;
-	if (interval_ms <= 0)
+	if (interval_ms <= 0 && ptrace_interval_ms <= 0)
 		return 0;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->reg = reg;
 	s->st = st;
-	s->interval_ns = (uint64_t)interval_ms * 1000000ull;
+	s->interval_ns =
+		interval_ms > 0 ? (uint64_t)interval_ms * 1000000ull : 0;
+	s->ptrace_interval_ns =
+		ptrace_interval_ms > 0
+			? (uint64_t)ptrace_interval_ms * 1000000ull
+			: 0;
 	s->timeout_ms = timeout_ms;
 	/* One slot per possible target: the flag keeps it to one each. */
-	s->cap = REGISTRY_MAX_TARGETS;
+	s->cap = REGISTRY_MAX_TARGETS + REGISTRY_MAX_PTRACED;
 	/* an array of pointers */
 	s->queue =
 		calloc(s->cap,

@@ -25,12 +25,14 @@
 struct scheduler;
 
 /*
- * Starts the scheduler and its workers sampling every interval_ms with
- * dumps of timeout_ms. interval_ms 0 starts nothing (*out is NULL).
- * Returns 0 or a negative errno.
+ * Starts the scheduler and its workers sampling agents every interval_ms
+ * and the processes without the agent that the registry keeps
+ * (registry_keep_ptraced()) every ptrace_interval_ms, with dumps of
+ * timeout_ms. 0 samples none of that kind; both 0 start nothing (*out is
+ * NULL). Returns 0 or a negative errno.
  */
 int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
-		int timeout_ms, struct scheduler **out);
+		int ptrace_interval_ms, int timeout_ms, struct scheduler **out);
 
 /* Stops and joins every thread; jobs in flight finish first. NULL ok. */
 void sched_stop(struct scheduler *s);

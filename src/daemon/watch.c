@@ -94,6 +94,28 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	cJSON_AddItemToArray(arr, o);
 }
 
+/* Adds the stuck threads of the n targets ts to arr; how many. */
+static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
+		       cJSON *arr)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sdump *sd;
+		struct stuck *st;
+		size_t k;
+
+		if (stacks_stuck(s, ts[i], &sd, &st, &k) < 0)
+			continue;
+		for (size_t j = 0; j < k; j++)
+			add_stuck(arr, ts[i], sd->d, &st[j]);
+		total += k;
+		free(st);
+		sdump_put(sd);
+	}
+	return total;
+}
+
 int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 		cJSON **out, size_t *count)
 {
@@ -112,20 +134,21 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 		cJSON_Delete(doc);
 		return rc;
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct sdump *sd;
-		struct stuck *st;
-		size_t k;
-
-		if (stacks_stuck(s, ts[i], &sd, &st, &k) < 0)
-			continue;
-		for (size_t j = 0; j < k; j++)
-			add_stuck(arr, ts[i], sd->d, &st[j]);
-		total += k;
-		free(st);
-		sdump_put(sd);
-	}
+	total += stuck_of(s, ts, n, arr);
 	registry_put_all(ts, n);
+	/* Sampled processes without the agent (--sample-ptrace) too. */
+	if (registry_list_ptraced(reg, &ts, &n) == 0) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			if (!a || access_sees(a, ts[i]))
+				ts[k++] = ts[i];
+			else
+				target_put(ts[i]);
+		}
+		total += stuck_of(s, ts, k, arr);
+		registry_put_all(ts, k);
+	}
 	if (count)
 		*count = total;
 	*out = doc;

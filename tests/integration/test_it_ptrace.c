@@ -589,6 +589,78 @@ static void test_refusals(const struct itest_daemon *d)
 	cJSON_Delete(doc);
 }
 
+/*
+ * Periodic sampling is the agents' alone by default; --sample-ptrace
+ * takes processes without the agent in, once opened, at their own
+ * interval, and the watchdog then flags their stuck threads.
+ */
+static void test_sampling(void)
+{
+	static const char *const with[] = { "--sample-ptrace",
+					    "--ptrace-interval",
+					    "200",
+					    "--stuck-after",
+					    "1",
+					    NULL };
+	struct itest_daemon d;
+	struct plain p = { 0 };
+	double before, after;
+	cJSON *doc, *t;
+	int status;
+	bool spinning = false;
+
+	if (plain_start(&p, "2", NULL) < 0 ||
+	    !itest_wait_line(p.out, "ready")) {
+		TAP_OK(0, "the plain fixture starts");
+		return;
+	}
+	if (itest_daemon_start(&d) == 0) {
+		cJSON_Delete(get_stacks(&d, p.pid, &status));
+		before = itest_metric(&d, "stackwatch_ptrace_snapshots_total");
+		itest_sleep_ms(1500);
+		after = itest_metric(&d, "stackwatch_ptrace_snapshots_total");
+		TAP_OK(status == 200 && before == 1 && after == 1,
+		       "by default a process without the agent is not sampled "
+		       "(%g, then %g snapshots)",
+		       before, after);
+		itest_daemon_stop(&d);
+		itest_daemon_cleanup(&d);
+	}
+	if (itest_daemon_start_args(&d, with) != 0) {
+		TAP_OK(0, "daemon starts with --sample-ptrace");
+		plain_stop(&p);
+		return;
+	}
+	cJSON_Delete(get_stacks(&d, p.pid, &status));
+	before = itest_metric(&d, "stackwatch_ptrace_snapshots_total");
+	for (long end = itest_now_ms() + 8000;
+	     itest_now_ms() < end && !spinning;) {
+		itest_sleep_ms(200);
+		doc = itest_get_json(&d, "/api/v1/stuck", &status);
+		cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+		{
+			cJSON *r = cJSON_GetObjectItem(t, "reason");
+			cJSON *n = cJSON_GetObjectItem(t, "name");
+
+			if (cJSON_IsString(r) && cJSON_IsString(n) &&
+			    strcmp(n->valuestring, "spinner") == 0 &&
+			    strcmp(r->valuestring, "spinning") == 0)
+				spinning = true;
+		}
+		cJSON_Delete(doc);
+	}
+	after = itest_metric(&d, "stackwatch_ptrace_snapshots_total");
+	TAP_OK(after >= before + 2,
+	       "with --sample-ptrace it is sampled on its own (%g snapshots "
+	       "more)",
+	       after - before);
+	TAP_OK(spinning, "and the watchdog flags its spinner as spinning");
+	TAP_OK(plain_runs(&p), "the target runs on");
+	itest_daemon_stop(&d);
+	itest_daemon_cleanup(&d);
+	plain_stop(&p);
+}
+
 struct bg_get {
 	const struct itest_daemon *d;
 	pid_t pid;
@@ -857,6 +929,7 @@ int main(void)
 	test_refusals(&d);
 	itest_daemon_stop(&d);
 	itest_daemon_cleanup(&d);
+	test_sampling();
 	test_sigkill();
 	test_cores();
 	return tap_done();

@@ -142,9 +142,9 @@ static int count_traced(const struct itest_daemon *d, pid_t helper,
 
 int main(void)
 {
-	static const char *const args[] = {"--sample-interval", "0", NULL};
+	static const char *const args[] = { "--sample-interval", "0", NULL };
 	struct itest_daemon d;
-	struct plain roots = {0}, mine = {0}, secret = {0};
+	struct plain roots = { 0 }, mine = { 0 }, secret = { 0 };
 	struct sec_answer a;
 	char target[128], cmd[1024], out[4096];
 	pid_t helper;
@@ -180,8 +180,9 @@ int main(void)
 	} else {
 		calls = count_traced(&d, helper, target, SEC_NOBODY, &status,
 				     &seize);
-		TAP_OK(status == 404, "nobody asking for root's process: 404 "
-				      "(%d)",
+		TAP_OK(status == 404,
+		       "nobody asking for root's process: 404 "
+		       "(%d)",
 		       status);
 		TAP_OK(calls == 0,
 		       "and no ptrace or process_vm_readv call anywhere in "
@@ -233,7 +234,8 @@ int main(void)
 			 "seccomp filter in this build");
 	else
 		TAP_OK(seccomp_mode(d.pid) == 2 && seccomp_mode(helper) == 0,
-		       "the daemon runs under a seccomp filter (%d), its helper "
+		       "the daemon runs under a seccomp filter (%d), its "
+		       "helper "
 		       "does not (%d)",
 		       seccomp_mode(d.pid), seccomp_mode(helper));
 
