@@ -7,7 +7,8 @@
 # directory only nobody may read, in a sandbox of its own, through the
 # shipped drop-in example. A probe then checks: the unit is active with
 # READY=1 and STATUS=, the demo registered and its frames are symbolized,
-# WATCHDOG=1 keeps a 2 s watchdog happy, a stopped (SIGSTOP) daemon is
+# a process without the agent is dumped by the snapshot helper through
+# the unit's system call filter, WATCHDOG=1 keeps a 2 s watchdog happy, a stopped (SIGSTOP) daemon is
 # restarted by the watchdog, every HTTP endpoint answers, and "systemctl
 # stop" ends it with status 0.
 #
@@ -103,10 +104,17 @@ RestrictAddressFamilies=AF_UNIX
 EOF
 cp "$t/inst/usr/local/share/doc/stackwatch/example-agent.conf" \
 	"$u/demo.service.d/stackwatch.conf"
+cat >"$u/sleeper.service" <<EOF
+[Unit]
+Description=a process without the agent, as nobody
+[Service]
+ExecStart=/bin/sleep 600
+User=nobody
+EOF
 cat >"$u/probe.service" <<EOF
 [Unit]
-After=stackwatchd.service demo.service
-Wants=stackwatchd.service demo.service
+After=stackwatchd.service demo.service sleeper.service
+Wants=stackwatchd.service demo.service sleeper.service
 [Service]
 Type=oneshot
 StandardOutput=append:$t/log/probe.log
@@ -124,15 +132,19 @@ echo "status=$(show StatusText)"
 echo "restarts=$(show NRestarts)"
 demo=$(systemctl show demo -p MainPID --value)
 echo "demo=$demo"
-curl -s --max-time 5 http://127.0.0.1:9407/api/v1/targets >"$LOG/targets.json"
-curl -s --max-time 5 "http://127.0.0.1:9407/api/v1/stacks?pid=$demo&format=text" \
+curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock http://localhost/api/v1/targets >"$LOG/targets.json"
+curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock "http://localhost/api/v1/stacks?pid=$demo&format=text" \
 	>"$LOG/demo.txt"
+sleeper=$(systemctl show sleeper -p MainPID --value)
+curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock "http://localhost/api/v1/stacks?pid=$sleeper&format=text" \
+	>"$LOG/sleeper.txt"
+echo "sleeper-state=$(awk '/^State:/ { print $2 }' /proc/$sleeper/status)"
 codes=""
 for path in /stacks "/stacks?pid=$demo" "/stacks?format=folded" \
 	/api/v1/stacks /api/v1/stuck "/api/v1/diff?pid=$demo&since=2" \
 	/metrics /healthz; do
-	codes="$codes $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
-		"http://127.0.0.1:9407$path")"
+	codes="$codes $(curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock -o /dev/null -w '%{http_code}' \
+		"http://localhost$path")"
 done
 echo "codes=$codes"
 pid=$(show MainPID)
@@ -196,6 +208,11 @@ check "the demo (user nobody, sandboxed) registered" \
 	"$(is '"comm":"demo","cmdline":"/usr/local/libexec/sw-private/demo 5 3","uid":65534' "$t/log/targets.json")"
 check "its frames are symbolized from a file only nobody may read" \
 	"$(is 'in queue_pop () at demo.c' "$t/log/demo.txt")"
+check "a process without the agent (sleep, as nobody) is dumped by ptrace" \
+	"$(is '(ptrace snapshot: each thread was paused' "$t/log/sleeper.txt")"
+check "with its frames symbolized" \
+	"$(is 'in clock_nanosleep ()' "$t/log/sleeper.txt")"
+check "and left running (S)" "$(is '^sleeper-state=S$' "$p")"
 check "every endpoint answers 200 in the sandbox:$(sed -n 's/^codes=//p' "$p")" \
 	"$(is '^codes= 200 200 200 200 200 200 200 200$' "$p")"
 check "a stopped daemon is restarted by the watchdog" \
@@ -204,6 +221,6 @@ check "systemctl stop: STOPPING=1, exit status 0" "$(is '^stopped=success/0$' "$
 check "the daemon's log has no warning or error" \
 	"$(grep -q '^<[0-4]>\|^stackwatchd:' "$t/log/daemon.log" || echo yes)"
 if [ "$failed" -ne 0 ]; then
-	sed 's/^/# /' "$p" "$t/log/daemon.log"
+	sed 's/^/# /' "$p" "$t/log/daemon.log" "$t/log/targets.json" "$t/log/sleeper.txt" "$t/log/demo.log"
 fi
 [ "$failed" -eq 0 ]
