@@ -16,6 +16,8 @@
 static const char short_usage[] =
 	"usage: stackwatch [--url URL] targets\n"
 	"       stackwatch [--url URL] dump [--format text|json|folded] [PID]\n"
+	"       stackwatch dump --local [--format F] PID\n"
+	"       stackwatch dump --core FILE [--exe PATH] [--format F]\n"
 	"       stackwatch run [--socket PATH] -- CMD [ARG...]\n"
 	"       stackwatch --version | --help\n";
 
@@ -33,6 +35,9 @@ void cli_usage(FILE *f)
 	      "PID is\n"
 	      "                  omitted; --format text (default), json or "
 	      "folded\n"
+	      "  dump --local PID  a ptrace snapshot taken here, no daemon\n"
+	      "  dump --core FILE  the stacks of a core file (--exe PATH: its "
+	      "program)\n"
 	      "  run CMD...      execute CMD in place (same pid) with the "
 	      "agent\n"
 	      "                  loaded; --socket PATH sets the daemon's "
