@@ -366,7 +366,7 @@ int ptracer_main(int fd)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	for (;;) {
-		struct request rq;
+		struct request rq = { 0 };
 		int answer_fd, r = recv_request(fd, &rq, &answer_fd);
 
 		if (r < 0)

@@ -95,7 +95,8 @@ static int maps_read(pid_t pid, struct maps *m)
 		m->n++;
 	}
 	fclose(f);
-	qsort(m->v, m->n, sizeof(*m->v), cmp_range);
+	if (m->n)
+		qsort(m->v, m->n, sizeof(*m->v), cmp_range);
 	return 0;
 }
 

@@ -143,7 +143,7 @@ static bool valid_status(uint32_t st)
 
 int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 {
-	struct wire_hdr h;
+	struct wire_hdr h = { 0 };
 	struct snap *s;
 	int r;
 
@@ -173,7 +173,7 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 	}
 	for (uint32_t i = 0; i < h.nthreads; i++) {
 		struct snap_thread *t = &s->threads[i];
-		struct wire_thread w;
+		struct wire_thread w = { 0 };
 
 		r = read_all(fd, &w, sizeof(w), deadline_ns);
 		if (r == 0 && (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||

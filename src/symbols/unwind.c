@@ -620,7 +620,8 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 	}
 	d->pid = r;
 	w.d = d;
-	r = dwfl_getthreads(dwfl, core_thread_cb, &w);
+	/* A thread that cannot be walked has an error of its own. */
+	(void)dwfl_getthreads(dwfl, core_thread_cb, &w);
 	if (w.err) {
 		r = w.err;
 		snprintf(why, why_size, "out of memory");
