@@ -399,4 +399,21 @@ static inline bool itest_alive(pid_t pid)
 	return info.si_pid == 0;
 }
 
+/* The first child of pid (a daemon's snapshot helper), 0 if none. */
+static inline pid_t itest_first_child(pid_t pid)
+{
+	char path[96], buf[256] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid,
+		 (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return (pid_t)atoi(buf);
+}
+
 #endif /* SW_ITEST_H */

@@ -695,23 +695,6 @@ static int list_tids(pid_t pid, pid_t *out, int max)
 	return n;
 }
 
-/* The first child of pid (the daemon's snapshot helper), 0 if none. */
-static pid_t first_child(pid_t pid)
-{
-	char path[96], buf[256] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid,
-		 (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = '\0';
-	fclose(f);
-	return (pid_t)atoi(buf);
-}
-
 /* Gone, or a zombie that nobody reaped yet. */
 static bool gone(pid_t pid)
 {
@@ -770,7 +753,7 @@ static void test_sigkill(void)
 					seen = true;
 			}
 		}
-		helper = first_child(d.pid);
+		helper = itest_first_child(d.pid);
 		kill(d.pid, SIGKILL);
 		waitpid(d.pid, NULL, 0);
 		d.pid = 0;

@@ -57,22 +57,6 @@ static void plain_stop(struct plain *p)
 	itest_kill(p->pid);
 }
 
-static pid_t first_child(pid_t pid)
-{
-	char path[96], buf[256] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid,
-		 (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	if (!fgets(buf, sizeof(buf), f))
-		buf[0] = '\0';
-	fclose(f);
-	return (pid_t)atoi(buf);
-}
-
 /* "Seccomp:" of a process's status: 0 none, 2 a filter. */
 static int seccomp_mode(pid_t pid)
 {
@@ -168,7 +152,7 @@ int main(void)
 		TAP_OK(0, "the plain fixtures start");
 		goto out;
 	}
-	helper = first_child(d.pid);
+	helper = itest_first_child(d.pid);
 	TAP_OK(helper > 0, "the daemon has its snapshot helper (pid %d)",
 	       (int)helper);
 
