@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <limits.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -295,8 +296,11 @@ static int compare_eu(cJSON *doc, const struct eu_thread *eu, int neu,
 		cJSON *gid = cJSON_GetObjectItem(t, "group"), *g;
 		char fns[2048];
 
-		if (!names_any && strcmp(name, "parked") != 0 &&
-		    strcmp(name, "plain_target") != 0)
+		/*
+		 * Only threads that cannot move in between: the main thread
+		 * may still be on its way back to read() after answering.
+		 */
+		if (!names_any && strcmp(name, "parked") != 0)
 			continue;
 		if (!cJSON_IsNumber(gid))
 			continue;
@@ -373,8 +377,8 @@ static void test_http(const struct itest_daemon *d)
 	run_capture(cmd, out, sizeof(out));
 	neu = eu_parse(out, eu, 64);
 	compared = compare_eu(doc, eu, neu, &diff, false);
-	TAP_OK(compared == 9 && diff == 0,
-	       "the blocked threads have eu-stack's functions (%d compared, "
+	TAP_OK(compared == 8 && diff == 0,
+	       "the parked threads have eu-stack's functions (%d compared, "
 	       "%d differ)",
 	       compared, diff);
 	cJSON_Delete(doc);
@@ -405,7 +409,7 @@ static void test_http(const struct itest_daemon *d)
 		       strstr(fns, "plain_park;plain_worker;"),
 	       "stackwatch dump --local PID, without the daemon (%d)", status);
 	compared = compare_eu(doc, eu, neu, &diff, false);
-	TAP_OK(compared == 9 && diff == 0,
+	TAP_OK(compared == 8 && diff == 0,
 	       "--local has eu-stack's functions too (%d compared, %d differ)",
 	       compared, diff);
 	cJSON_Delete(doc);
@@ -836,6 +840,14 @@ static void test_cores(void)
 	pid_t c;
 	int st;
 
+#if defined(__SANITIZE_ADDRESS__)
+	/*
+	 * A sanitized fixture maps terabytes of shadow memory (gcore would
+	 * write it all) and AddressSanitizer turns core dumps off.
+	 */
+	TAP_SKIP("core files of a program built with AddressSanitizer");
+	return;
+#endif
 	if (!mkdtemp(dir)) {
 		TAP_OK(0, "temporary directory");
 		return;
@@ -877,7 +889,7 @@ static void test_cores(void)
 	}
 	waitpid(c, &st, 0);
 	TAP_OK(WIFSIGNALED(st) && WCOREDUMP(st),
-	       "the fixture crashed with a core dump");
+	       "the fixture crashed with a core dump (status %#x)", st);
 	snprintf(cmd, sizeof(cmd), "ls -t %s | grep -v gcore | head -1", dir);
 	run_capture(cmd, out, sizeof(out));
 	out[strcspn(out, "\n")] = '\0';
@@ -902,6 +914,13 @@ int main(void)
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/plain_target",
 		 itest_build());
 	snprintf(cli, sizeof(cli), "%s/stackwatch", itest_build());
+	{
+		/* Absolute: the crash test runs it from another directory. */
+		char real[PATH_MAX];
+
+		if (realpath(fixture, real) && strlen(real) < sizeof(fixture))
+			memcpy(fixture, real, strlen(real) + 1);
+	}
 	if (itest_daemon_start(&d) != 0) {
 		TAP_OK(0, "daemon starts");
 		return tap_done();
