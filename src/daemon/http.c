@@ -409,9 +409,9 @@ static int view_of(struct http *h, const struct query_stacks *rq,
 /* A zombie the requester may see: an answer of its own, not a 404. */
 static bool zombie_seen(const struct access *acc, pid_t pid)
 {
-	char state;
+	struct procfs_proc pp;
 
-	return procfs_process_state(pid, &state) == 0 && state == 'Z' &&
+	return procfs_read_proc(pid, &pp) == 0 && pp.state == 'Z' &&
 	       access_sees_pid(acc, pid);
 }
 

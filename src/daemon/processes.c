@@ -17,31 +17,6 @@
 
 #include "model/procfs.h"
 
-#define PF_KTHREAD_FLAG 0x00200000
-
-/* What /proc/PID/stat says of pid: state, thread count, kernel thread. */
-static bool read_stat(pid_t pid, char *state, long *threads, bool *kthread)
-{
-	char path[64], buf[1024];
-	const char *p;
-	unsigned long flags;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
-	if (n <= 0)
-		return false;
-	p = strrchr(buf, ')');
-	/* state ppid pgrp session tty tpgid flags ... num_threads (20th) */
-	if (!p || sscanf(p + 1,
-			 " %c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u "
-			 "%*u %*d %*d %*d %*d %ld",
-			 state, &flags, threads) != 3)
-		return false;
-	*kthread = (flags & PF_KTHREAD_FLAG) != 0;
-	return true;
-}
-
 static void user_name(uid_t uid, char *buf, size_t size)
 {
 	struct passwd pw, *res = NULL;
@@ -53,11 +28,12 @@ static void user_name(uid_t uid, char *buf, size_t size)
 		snprintf(buf, size, "%u", (unsigned)uid);
 }
 
-static cJSON *one(struct registry *reg, pid_t pid, char state, long threads)
+static cJSON *one(struct registry *reg, pid_t pid, const struct procfs_proc *pp)
 {
 	cJSON *o = cJSON_CreateObject();
 	struct target *t = registry_get(reg, pid);
-	char comm[SW_COMM_MAX] = "", path[64], user[64], st[2] = { state, 0 };
+	char comm[SW_COMM_MAX] = "", path[64], user[64],
+	     st[2] = { pp->state, 0 };
 	char *cmdline = NULL;
 	uid_t uid = 0;
 	bool agent = t && !t->ptrace;
@@ -81,7 +57,7 @@ static cJSON *one(struct registry *reg, pid_t pid, char state, long threads)
 	cJSON_AddNumberToObject(o, "uid", uid);
 	cJSON_AddStringToObject(o, "user", user);
 	cJSON_AddStringToObject(o, "state", st);
-	cJSON_AddNumberToObject(o, "threads", (double)threads);
+	cJSON_AddNumberToObject(o, "threads", (double)pp->threads);
 	cJSON_AddBoolToObject(o, "agent", agent);
 	free(cmdline);
 	return o;
@@ -103,9 +79,7 @@ int processes_json(struct registry *reg, const struct access *a, cJSON **out)
 		return -ENOMEM;
 	}
 	while ((e = readdir(d)) && n < PROCESSES_MAX) {
-		char state;
-		long threads;
-		bool kthread;
+		struct procfs_proc pp;
 		pid_t pid;
 		cJSON *o;
 
@@ -113,11 +87,12 @@ int processes_json(struct registry *reg, const struct access *a, cJSON **out)
 			continue;
 		pid = (pid_t)atoi(e->d_name);
 		/* Kernel threads have no user stack: nothing to show. */
-		if (!read_stat(pid, &state, &threads, &kthread) || kthread)
+		if (procfs_read_proc(pid, &pp) != 0 ||
+		    (pp.flags & PROCFS_PF_KTHREAD))
 			continue;
 		if (!access_sees_pid(a, pid))
 			continue;
-		o = one(reg, pid, state, threads);
+		o = one(reg, pid, &pp);
 		if (o) {
 			cJSON_AddItemToArray(arr, o);
 			n++;

@@ -371,7 +371,7 @@ int procfs_read_uid(pid_t pid, uid_t *out)
 	return 0;
 }
 
-int procfs_process_state(pid_t pid, char *state)
+int procfs_read_proc(pid_t pid, struct procfs_proc *out)
 {
 	char path[64], buf[1024];
 	const char *p;
@@ -382,8 +382,11 @@ int procfs_process_state(pid_t pid, char *state)
 	if (n < 0)
 		return (int)n;
 	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ' || !p[2])
+	/* state ppid pgrp session tty tpgid flags ... num_threads (20th) */
+	if (!p || sscanf(p + 1,
+			 " %c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %*u "
+			 "%*u %*d %*d %*d %*d %ld",
+			 &out->state, &out->flags, &out->threads) != 3)
 		return SW_EFORMAT;
-	*state = p[2];
 	return 0;
 }

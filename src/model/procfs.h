@@ -85,8 +85,16 @@ int procfs_read_task(int taskfd, pid_t tid, struct procfs_task *t,
  */
 int procfs_read_cmdline(pid_t pid, char **out);
 
-/* The state letter of process pid (its stat file). 0 or -errno. */
-int procfs_process_state(pid_t pid, char *state);
+/* What /proc/PID/stat says of a process as a whole. */
+struct procfs_proc {
+	char state;
+	unsigned long flags; /* PF_*: PROCFS_PF_KTHREAD for a kernel thread */
+	long threads;
+};
+#define PROCFS_PF_KTHREAD 0x00200000
+
+/* Reads the stat file of pid. 0, -errno, or SW_EFORMAT. */
+int procfs_read_proc(pid_t pid, struct procfs_proc *out);
 
 /* The real uid of process pid (its status file). 0 or -errno. */
 int procfs_read_uid(pid_t pid, uid_t *out);

@@ -24,12 +24,11 @@
 #include "model/procfs.h"
 #include "stackwatch.h"
 
-#define SNAP_MAX_MAPS 65536	   /* mappings remembered to bound reads */
-#define SNAP_MAPS_MAX (8u << 20)   /* bytes of /proc/PID/maps read */
-#define SNAP_D_WAIT_NS 2000000ull  /* a thread in D gets this long to stop */
-#define SNAP_SPIN_NS 200000ull	   /* polled for its stop before sleeping */
-#define SNAP_NOMAP_READ 16384u	   /* read at sp when no mapping is known */
-#define PF_KTHREAD_FLAG 0x00200000 /* task flags: a kernel thread */
+#define SNAP_MAX_MAPS 65536	  /* mappings remembered to bound reads */
+#define SNAP_MAPS_MAX (8u << 20)  /* bytes of /proc/PID/maps read */
+#define SNAP_D_WAIT_NS 2000000ull /* a thread in D gets this long to stop */
+#define SNAP_SPIN_NS 200000ull	  /* polled for its stop before sleeping */
+#define SNAP_NOMAP_READ 16384u	  /* read at sp when no mapping is known */
 
 struct range {
 	uint64_t start, end;
@@ -366,38 +365,21 @@ static int cmp_thread(const void *a, const void *b)
 /* Refuses zombies, kernel threads and processes traced by someone else. */
 static int check_process(pid_t pid, struct snap *s)
 {
-	char path[64], buf[1024];
-	const char *p;
-	unsigned long flags = 0;
-	char state = '?';
+	struct procfs_proc pp;
 	pid_t tracer = 0;
+	int r = procfs_read_proc(pid, &pp);
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (procfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
-		return -ESRCH;
-	p = strrchr(buf, ')');
-	if (!p ||
-	    sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
-		return SW_EFORMAT;
-	if (flags & PF_KTHREAD_FLAG)
+	if (r != 0)
+		return r == SW_EFORMAT ? r : -ESRCH;
+	if (pp.flags & PROCFS_PF_KTHREAD)
 		return SNAP_EKTHREAD;
 	if (procfs_tracer_pid(pid, &tracer) == 0 && tracer != 0) {
 		s->tracer = tracer;
 		return SNAP_ETRACED;
 	}
-	if (state == 'Z' || state == 'X') {
-		/* A zombie leader whose other threads still run is dumped. */
-		snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-		if (procfs_read_at(AT_FDCWD, path, buf, sizeof(buf)) > 0) {
-			int64_t n = 0;
-
-			if (procfs_parse_status_dec(buf, strlen(buf), "Threads",
-						    &n) == 0 &&
-			    n > 1)
-				return 0;
-		}
+	/* A zombie leader whose other threads still run is dumped. */
+	if ((pp.state == 'Z' || pp.state == 'X') && pp.threads <= 1)
 		return SNAP_EZOMBIE;
-	}
 	return 0;
 }
 
