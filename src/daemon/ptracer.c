@@ -18,6 +18,7 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -100,26 +101,45 @@ int ptracer_lockdown(void)
 #if defined(__SANITIZE_ADDRESS__)
 	return -ENOSYS;
 #elif defined(__x86_64__)
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 6),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-			 offsetof(struct seccomp_data, nr)),
-		/* x32 calls have their own numbers: none of them either. */
-		BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 4, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ptrace, 3, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2,
-			 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1,
-			 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_RET | BPF_K,
-			 SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+	/*
+	 * What the helper holds and the daemon gives up: reading and writing
+	 * other processes, and the real-time priority the helper freezes
+	 * threads at (snapshot.c).
+	 */
+	static const unsigned denied[] = {
+		__NR_ptrace,
+		__NR_process_vm_readv,
+		__NR_process_vm_writev,
+		__NR_sched_setscheduler,
+		__NR_sched_setattr,
+		__NR_sched_setparam,
+		__NR_setpriority,
 	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]),
-				   .filter = f };
+	enum { NDENIED = sizeof(denied) / sizeof(denied[0]) };
+	struct sock_filter f[5 + NDENIED + 2];
+	struct sock_fprog prog = { .len = 0, .filter = f };
+	unsigned n = 0;
 
+	f[n++] = (struct sock_filter)BPF_STMT(
+		BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+	/* Another architecture's calls: denied, all of them. */
+	f[n++] = (struct sock_filter)BPF_JUMP(
+		BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, NDENIED + 3);
+	f[n++] = (struct sock_filter)BPF_STMT(
+		BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	/* x32 calls have their own numbers: none of them either. */
+	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K,
+					      0x40000000u, NDENIED + 1, 0);
+	for (unsigned i = 0; i < NDENIED; i++)
+		f[n++] = (struct sock_filter)BPF_JUMP(
+			BPF_JMP | BPF_JEQ | BPF_K, denied[i],
+			(unsigned char)(NDENIED - i), 0);
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
+					      SECCOMP_RET_ALLOW);
+	f[n++] = (struct sock_filter)BPF_STMT(
+		BPF_RET | BPF_K,
+		SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
+	prog.len = (unsigned short)n;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return -errno;
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
@@ -342,6 +362,24 @@ static void serve(int ctl, const struct request *rq, int answer_fd)
 	}
 }
 
+/*
+ * Says once, at start, when snapshots cannot run at real-time priority
+ * (snapshot.c): pauses then also hold whatever else the CPU runs.
+ */
+static void warn_priority(void)
+{
+	struct sched_param rt = { .sched_priority = 1 }, normal = { 0 };
+
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0) {
+		sched_setscheduler(0, SCHED_OTHER, &normal);
+		return;
+	}
+	log_warn("snapshots run at normal priority (%s: CAP_SYS_NICE or "
+		 "RLIMIT_RTPRIO needed); a busy CPU lengthens each thread's "
+		 "pause",
+		 strerror(errno));
+}
+
 int ptracer_main(int fd)
 {
 	int type = 0;
@@ -359,6 +397,7 @@ int ptracer_main(int fd)
 				"stackwatchd itself\n");
 		return 2;
 	}
+	warn_priority();
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, SIG_IGN); /* a ^C of the daemon is the daemon's */
 	signal(SIGTERM, SIG_IGN);

@@ -29,6 +29,7 @@
 #define SNAP_D_WAIT_NS 2000000ull /* a thread in D gets this long to stop */
 #define SNAP_SPIN_NS 200000ull	  /* polled for its stop before sleeping */
 #define SNAP_NOMAP_READ 16384u	  /* read at sp when no mapping is known */
+#define SNAP_RT_PRIO 1		  /* SCHED_FIFO priority while freezing */
 
 struct range {
 	uint64_t start, end;
@@ -134,10 +135,11 @@ static uint64_t ticks_ms(uint64_t ticks)
  * Waits for tid's next ptrace stop or its exit until deadline_ns, with
  * SIGCHLD blocked: each stop of a tracee raises SIGCHLD at the tracer, so
  * sigtimedwait() sleeps exactly until something happened (a SIGCHLD left
- * from an earlier stop only costs one more look). Returns 1 with
- * *status, 0 on timeout, or -errno.
+ * from an earlier stop only costs one more look). It polls first for
+ * spin_ns. Returns 1 with *status, 0 on timeout, or -errno.
  */
-static int wait_stop(pid_t tid, uint64_t deadline_ns, int *status)
+static int wait_stop(pid_t tid, uint64_t deadline_ns, uint64_t spin_ns,
+		     int *status)
 {
 	sigset_t chld;
 	uint64_t spin_until;
@@ -149,7 +151,7 @@ static int wait_stop(pid_t tid, uint64_t deadline_ns, int *status)
 	 * that first, yielding, so a thread that shares our CPU can run; a
 	 * slow one is then waited for asleep.
 	 */
-	spin_until = clock_now_ns() + SNAP_SPIN_NS;
+	spin_until = clock_now_ns() + spin_ns;
 	if (spin_until > deadline_ns)
 		spin_until = deadline_ns;
 	for (;;) {
@@ -283,7 +285,7 @@ static void late_reap(struct late *l, uint64_t deadline_ns)
 
 	while (i < l->n) {
 		int st;
-		int r = wait_stop(l->v[i], deadline_ns, &st);
+		int r = wait_stop(l->v[i], deadline_ns, 0, &st);
 
 		if (r == 0) {
 			i++;
@@ -300,7 +302,7 @@ static void late_reap(struct late *l, uint64_t deadline_ns)
  * Returns SNAP_ETRACED when another tracer holds it, else 0.
  */
 static int snap_one(pid_t pid, int taskfd, const struct maps *m,
-		    uint64_t deadline_ns, struct late *late,
+		    uint64_t deadline_ns, bool realtime, struct late *late,
 		    struct snap_thread *t, bool *group_stop)
 {
 	uint64_t t0, wait_until;
@@ -331,7 +333,12 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 	wait_until = deadline_ns;
 	if (t->state == 'D' && t0 + SNAP_D_WAIT_NS < wait_until)
 		wait_until = t0 + SNAP_D_WAIT_NS;
-	r = wait_stop(t->tid, wait_until, &st);
+	/*
+	 * At real-time priority a yield gives the CPU to no ordinary thread:
+	 * a tracee woken on our CPU would wait out the whole poll. Sleeping
+	 * at once lets it run, and its SIGCHLD preempts whatever runs next.
+	 */
+	r = wait_stop(t->tid, wait_until, realtime ? 0 : SNAP_SPIN_NS, &st);
 	if (r == 0) {
 		t->status = SW_ST_TIMEOUT;
 		late->v[late->n++] = t->tid;
@@ -433,8 +440,32 @@ static int add_new_threads(int taskfd, struct snap *s, size_t *added)
 	return 0;
 }
 
+/*
+ * While a thread is stopped, whatever preempts us stops it longer: on a
+ * busy machine a time slice of someone else's (milliseconds) lands inside
+ * a pause of tens of microseconds. So the freeze runs at the lowest
+ * real-time priority where the kernel allows it (root, CAP_SYS_NICE or
+ * RLIMIT_RTPRIO), and goes back to the caller's policy after. A thread
+ * of the target that is itself real-time still preempts us. Returns
+ * whether the priority was raised.
+ */
+static bool rt_raise(int *policy, struct sched_param *param)
+{
+	struct sched_param rt = { .sched_priority = SNAP_RT_PRIO };
+
+	*policy = sched_getscheduler(0);
+	if (*policy < 0 || (*policy & ~SCHED_RESET_ON_FORK) != SCHED_OTHER ||
+	    sched_getparam(0, param) != 0)
+		return false;
+	return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) ==
+	       0;
+}
+
 int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 {
+	struct sched_param old_param;
+	int old_policy;
+	bool raised;
 	struct snap *s;
 	struct maps m = { 0 };
 	struct late late = { 0 };
@@ -484,6 +515,8 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &old);
+	raised = rt_raise(&old_policy, &old_param);
+	s->realtime = raised;
 	for (int pass = 0; pass < 2; pass++) {
 		pid_t *lv = realloc(late.v, s->nthreads * sizeof(*lv) + 1);
 
@@ -499,8 +532,8 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 				t->status = SW_ST_TIMEOUT;
 				continue;
 			}
-			if (snap_one(pid, taskfd, &m, deadline_ns, &late, t,
-				     &s->stopped) == SNAP_ETRACED)
+			if (snap_one(pid, taskfd, &m, deadline_ns, raised,
+				     &late, t, &s->stopped) == SNAP_ETRACED)
 				traced = true;
 			if (late.n)
 				late_reap(&late, 0);
@@ -513,6 +546,8 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 	}
 	if (late.v)
 		late_reap(&late, deadline_ns);
+	if (raised)
+		sched_setscheduler(0, old_policy, &old_param);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	free(late.v);
 	free(m.v);

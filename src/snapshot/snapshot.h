@@ -56,6 +56,7 @@ struct snap {
 	pid_t tracer; /* with SNAP_ETRACED: who traces it, 0 unknown */
 	char comm[SW_COMM_MAX];
 	bool stopped;	     /* the process was in a group stop (state T) */
+	bool realtime;	     /* the freeze ran at SCHED_FIFO (snap_take) */
 	uint64_t started_ns; /* CLOCK_MONOTONIC */
 	uint64_t elapsed_ns;
 	uint64_t paused_max_ns;

@@ -8,11 +8,19 @@
  *
  * Prints one line per round:
  *	round R snap_us S unwind_us U sym_us Y total_us T paused_avg_us A
- *	paused_max_us M threads N ok K
+ *	paused_max_us M threads N ok K realtime 0|1
+ * (realtime: the freeze ran at SCHED_FIFO, snapshot.c), then one line over
+ *every thread's pause in every round, to tell a rare long pause (the machine
+ *taking the CPU away from the snapshotter while a thread is stopped) from a
+ *slow snapshot: pauses N p50_us A p99_us B p999_us C max_us D over_2ms E
+ *	named_max_us F
+ * where F is the longest pause of a thread named by BENCH_SNAPSHOT_NAME
+ * (default "heartbeat": bench_target's 1 ms heartbeat).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/clock.h"
 #include "model/dump.h"
@@ -22,9 +30,27 @@
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The pause at quantile q of the n sorted pauses, in microseconds. */
+static uint32_t quantile_us(const uint32_t *v, size_t n, double q)
+{
+	size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+
+	return n ? v[i] / 1000u : 0;
+}
+
 int main(int argc, char **argv)
 {
+	const char *named = getenv("BENCH_SNAPSHOT_NAME");
 	struct sym *sym = NULL;
+	uint32_t *pauses = NULL, named_max = 0;
+	size_t npauses = 0, cap = 0, over = 0;
 	int rounds;
 	pid_t pid;
 
@@ -34,6 +60,8 @@ int main(int argc, char **argv)
 	}
 	pid = (pid_t)atoi(argv[1]);
 	rounds = atoi(argv[2]);
+	if (!named)
+		named = "heartbeat";
 	if (sym_new(NULL, NULL, &sym) != 0)
 		return 1;
 	for (int r = 0; r < rounds; r++) {
@@ -59,22 +87,52 @@ int main(int argc, char **argv)
 			fprintf(stderr, "unwind: %s\n", sw_strerror(rc));
 			return 1;
 		}
-		for (size_t i = 0; i < s->nthreads; i++)
-			ok += s->threads[i].status == SW_ST_OK;
+		if (npauses + s->nthreads > cap) {
+			uint32_t *v;
+
+			cap = 2 * (npauses + s->nthreads);
+			v = realloc(pauses, cap * sizeof(*pauses));
+			if (!v)
+				return 1;
+			pauses = v;
+		}
+		for (size_t i = 0; i < s->nthreads; i++) {
+			const struct snap_thread *t = &s->threads[i];
+
+			ok += t->status == SW_ST_OK;
+			if (t->status != SW_ST_OK)
+				continue;
+			pauses[npauses++] = t->paused_ns;
+			over += t->paused_ns > 2000000u;
+			if (strcmp(t->name, named) == 0 &&
+			    t->paused_ns > named_max)
+				named_max = t->paused_ns;
+		}
 		printf("round %d snap_us %" PRIu64 " unwind_us %" PRIu64
 		       " sym_us %" PRIu64 " total_us %" PRIu64
 		       " paused_avg_us %.1f paused_max_us %" PRIu64
-		       " threads %zu ok %zu\n",
+		       " threads %zu ok %zu realtime %d\n",
 		       r, (t1 - t0) / 1000, (t2 - t1) / 1000, (t3 - t2) / 1000,
 		       (t3 - t0) / 1000,
 		       s->nthreads ? (double)s->paused_total_ns / 1000.0 /
 					     (double)s->nthreads
 				   : 0.0,
-		       s->paused_max_ns / 1000, s->nthreads, ok);
+		       s->paused_max_ns / 1000, s->nthreads, ok,
+		       (int)s->realtime);
 		fflush(stdout);
 		snap_free(s);
 		sw_dump_free(d);
 	}
+	if (npauses)
+		qsort(pauses, npauses, sizeof(*pauses), cmp_u32);
+	printf("pauses %zu p50_us %" PRIu32 " p99_us %" PRIu32
+	       " p999_us %" PRIu32 " max_us %" PRIu32 " over_2ms %zu"
+	       " named_max_us %" PRIu32 "\n",
+	       npauses, quantile_us(pauses, npauses, 0.5),
+	       quantile_us(pauses, npauses, 0.99),
+	       quantile_us(pauses, npauses, 0.999),
+	       quantile_us(pauses, npauses, 1.0), over, named_max / 1000u);
+	free(pauses);
 	sym_free(sym);
 	return 0;
 }
