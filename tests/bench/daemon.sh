@@ -35,6 +35,13 @@
 # like the application's own threads): the gaps then show what stops the
 # process, not what else loads a shared machine (with SCHED_OTHER the
 # idle control alone showed gaps of 60 ms on a busy 2-vCPU machine).
+# Then the same without the agent, at SW_BENCH_PTRACE_THREADS (1000): a
+# fresh daemon dumps a bench_target that loaded nothing of ours by ptrace
+# snapshot (curl back to back as above, SW_BENCH_WARM_SECONDS), beside
+# `eu-stack -s -p` and gdb on the same process: wall times, each answer's
+# paused_us_max and paused_us_total (the pause of the longest-held thread
+# and the average), and the heartbeat's largest gap, against an idle
+# control: what the machine itself does to a 1 ms real-time thread.
 # Then the daemon at rest: SW_BENCH_REST_TARGETS (50) targets of 10
 # threads, --sample-interval 1000, 5 s to settle, its utime+stime over
 # SW_BENCH_REST_SECONDS (20) from /proc/PID/stat.
@@ -54,6 +61,7 @@ gdb_cap=${SW_BENCH_GDB_CAP:-60}
 peer_cap=${SW_BENCH_PEER_CAP:-60}
 rest_targets=${SW_BENCH_REST_TARGETS:-50}
 rest_s=${SW_BENCH_REST_SECONDS:-20}
+ptrace_n=${SW_BENCH_PTRACE_THREADS:-1000}
 fifo=${SW_BENCH_FIFO:-$([ "$(id -u)" = 0 ] && echo 1 || echo 0)}
 status=0
 
@@ -192,6 +200,26 @@ target_start() {
 	return 1
 }
 
+# plain_start N NAME - bench_target with N threads and nothing of ours
+# loaded; sets tpid and hb. Returns 1 unless it is ready within 60 s.
+plain_start() {
+	hb=$work/hb.$2
+	BENCH_TARGET_FIFO=$fifo "$target_bin" "$1" "$hb" \
+		>"$work/out.$2" 2>"$work/err.$2" &
+	tpid=$!
+	pids="$pids $tpid"
+	i=0
+	while [ $i -lt 6000 ]; do
+		grep -q '^ready' "$work/out.$2" 2>/dev/null && return 0
+		kill -0 "$tpid" 2>/dev/null || break
+		msleep 10
+		i=$((i + 1))
+	done
+	say "daemon.sh: plain target of $1 threads not ready:"
+	cat "$work/err.$2" >&2
+	return 1
+}
+
 # heartbeat [NAME N] - reads the heartbeat's window since the previous
 # call (or since ready) and starts a new one. With NAME and N, stores the
 # largest gap (ms) as gap_NAME_N and the beats later than 2 ms (of all) as
@@ -243,6 +271,10 @@ dump_sw() {
 	elapsed=$(grep -o '"elapsed_us":[0-9]*' "$work/resp.json" |
 		head -n 1 | cut -d: -f2)
 	elapsed=$(calc "${elapsed:-0} / 1000" '%.3f')
+	pmax=$(grep -o '"paused_us_max":[0-9]*' "$work/resp.json" |
+		head -n 1 | cut -d: -f2)
+	ptotal=$(grep -o '"paused_us_total":[0-9]*' "$work/resp.json" |
+		head -n 1 | cut -d: -f2)
 	if [ "$code" != 200 ] || [ "$wall_status" != 0 ]; then
 		say "daemon.sh: curl of pid $tpid: HTTP $code, status $wall_status"
 		wall=""
@@ -416,6 +448,69 @@ for n in $sizes; do
 	stop "$tpid"
 	daemon_stop
 done
+
+# ---- without the agent: ptrace snapshots ----
+n=$ptrace_n
+say "running: without the agent, $n threads (ptrace snapshots)"
+if daemon_start --sample-interval 0 --max-dump-rate 1000 &&
+	plain_start "$n" "plain$n"; then
+	msleep 200
+	heartbeat
+	msleep 2000
+	heartbeat idle "p$n"
+	dump_sw
+	set_cell pcold "$n" "$wall"
+	say "  cold: $wall ms (dump $elapsed ms, $ok threads ok)"
+	heartbeat
+	walls=""
+	pmaxes=""
+	pavgs=""
+	oks=""
+	count=0
+	t0=$(date +%s)
+	while [ $count -lt $warm_min ] ||
+		[ $(($(date +%s) - t0)) -lt "$warm_s" ]; do
+		dump_sw
+		walls="$walls $wall"
+		pmaxes="$pmaxes $pmax"
+		[ -n "$ptotal" ] && [ -n "$ok" ] && [ "$ok" -gt 0 ] &&
+			pavgs="$pavgs $(calc "$ptotal / $ok" '%.1f')"
+		oks="$oks $ok"
+		count=$((count + 1))
+		[ $count -ge 2000 ] && break
+	done
+	heartbeat sw "p$n"
+	set_cell pwarm "$n" "$(echo "$walls" | median)"
+	set_cell pcount "$n" "$count"
+	set_cell pavg "$n" "$(echo "$pavgs" | median)"
+	set_cell pmax_med "$n" "$(echo "$pmaxes" | median)"
+	set_cell pmax_max "$n" "$(echo "$pmaxes" | tr ' ' '\n' | grep . |
+		sort -n | tail -n 1)"
+	set_cell pover "$n" "$(echo "$pmaxes" | tr ' ' '\n' | grep . |
+		awk '$1 > 2000 { c++ } END { print c + 0 }')"
+	set_cell p_threads "$n" "$(echo "$oks" | tr ' ' '\n' | grep . |
+		sort -n | head -n 1)"
+	say "  warm: $count snapshots, median $(cell pwarm "$n") ms;" \
+		"paused avg $(cell pavg "$n") us, max $(cell pmax_med "$n") us" \
+		"(median), $(cell pmax_max "$n") us (all); gap" \
+		"$(cell gap_sw "p$n") ms"
+	tidre='^TID [0-9]+:'
+	peer "eu-stack -s" eus "p$n" "$peer_cap" eu-stack -s -p "$tpid"
+	set_cell peus "$n" "$pwall"
+	set_cell peus_note "$n" "$pnote"
+	set_cell peus_threads "$n" "$pthreads"
+	tidre='^Thread [0-9]+ '
+	peer gdb gdb "p$n" "$gdb_cap" gdb -p "$tpid" -batch \
+		-ex 'thread apply all bt'
+	set_cell pgdb "$n" "$pwall"
+	set_cell pgdb_note "$n" "$pnote"
+	set_cell pgdb_threads "$n" "$pthreads"
+	stop "$tpid"
+else
+	status=1
+	[ -n "${tpid:-}" ] && stop "$tpid"
+fi
+daemon_stop
 
 # ---- the daemon at rest ----
 say "running: daemon at rest, $rest_targets targets sampled at 1 Hz"
@@ -651,6 +746,35 @@ echo "Targets: bench_target (not linked with stackwatch; the agent" \
 	"two wake-ups of the target's 1 ms heartbeat thread ($policy;" \
 	"SW_BENCH_FIFO=0 for SCHED_OTHER, as the application's threads)," \
 	"and how many of its intervals exceeded 2 ms, of all in the window."
+n=$ptrace_n
+pw=$(cell pwarm "$n")
+r_pe=$(ratio "$(cell peus "$n")" "$pw")
+r_pg=$(ratio "$(cell pgdb "$n")" "$pw")
+pgap=$(cell gap_sw "p$n")
+echo
+echo "Without the agent: ptrace snapshots through the daemon, against the" \
+	"peers, on one process of $n threads that loaded nothing of ours"
+echo
+echo "| figure | value | target | met |"
+echo "| --- | --- | --- | --- |"
+echo "| stackwatch cold: first \`curl /api/v1/stacks?pid=N\` | $(ms "$(cell pcold "$n")") | - | - |"
+echo "| stackwatch warm: \`curl /api/v1/stacks?pid=N\`, symbols and lines (median of $(cell pcount "$n"), back to back) | $(ms "$pw") | - | - |"
+echo "| \`eu-stack -s -p N\` (median of $peer_runs) | $(peer_cell peus "$n") | - | - |"
+echo "| \`gdb -p N -batch -ex 'thread apply all bt'\` (median of $peer_runs) | $(peer_cell pgdb "$n") | - | - |"
+echo "| speed-up over \`eu-stack -s\` | ${r_pe:+${r_pe}×} | ≥ 10× | $(met_one "$r_pe" '>=' 10) |"
+echo "| speed-up over gdb | ${r_pg:+${r_pg}×} | ≥ 10× | $(met_one "$r_pg" '>=' 10) |"
+echo "| each thread's pause, average (paused_us_total / threads, median over snapshots) | $(cell pavg "$n") µs | ≤ 50 µs | $(met_one "$(cell pavg "$n")" '<=' 50) |"
+echo "| longest pause of one thread in a snapshot (paused_us_max): median over snapshots | $(cell pmax_med "$n") µs | - | - |"
+echo "| … the longest over all snapshots (snapshots over 2 ms) | $(cell pmax_max "$n") µs ($(cell pover "$n") of $(cell pcount "$n")) | ≤ 2000 µs | $(met_one "$(cell pmax_max "$n")" '<=' 2000) |"
+echo "| heartbeat ($policy, 1 ms): largest gap, nobody dumping (2 s) | $(gap idle "p$n") | - | - |"
+echo "| heartbeat's largest gap, snapshots back to back (a miss of 3 ms: a gap of 4 ms) | $(gap sw "p$n") | ≤ 4 ms | $(met_one "$pgap" '<=' 4) |"
+echo "| heartbeat's largest gap, \`eu-stack -s\` / gdb back to back | $(gap eus "p$n") / $(gap gdb "p$n") | - | - |"
+echo "| threads: stackwatch ok / eu-stack -s / gdb | $(cell p_threads "$n") / $(cell peus_threads "$n") / $(cell pgdb_threads "$n") | N + 2 | - |"
+echo
+echo "A gap of the idle control above its limit is the machine's own: then" \
+	"the snapshot's figure can be no better. tests/bench/bench_snapshot" \
+	"PID ROUNDS gives each phase, the pause's quantiles and the" \
+	"heartbeat thread's own pause."
 echo
 echo "CPUs busy with other work: ${busy_before}% before the daemon run," \
 	"$(busy)% after; it took $(($(date +%s) - started)) s."
