@@ -109,13 +109,20 @@ bool signo_named(const sigset_t *set, int signo)
 void signo_note(const sigset_t *set)
 {
 	uint64_t add = 0;
+	int in = 0, rt = 0;
 
 	if (!set)
 		return;
-	for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
-		if (s >= 1 && s <= 64 && signo_named(set, s))
-			add |= BIT(s);
-	if (add)
+	/* signo_named() of each, with the set counted once, not each time. */
+	for (int s = SIGRTMIN; s <= SIGRTMAX; s++) {
+		rt++;
+		if (sigismember(set, s) == 1) {
+			in++;
+			if (s >= 1 && s <= 64)
+				add |= BIT(s);
+		}
+	}
+	if (add && in < rt - 3)
 		atomic_fetch_or(&claimed, add);
 }
 
