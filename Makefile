@@ -231,6 +231,16 @@ $(BUILD)/bench/%: tests/bench/%.c tests/bench/shapes.h $(BUILD)/libstackwatch.a
 	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a \
 	    $(SW_LDFLAGS) $(SW_LIBS)
 
+# libunwind's remote API against ours: it links libunwind-ptrace, and
+# keeps the collector's sigprocmask interposers (collector/signal/
+# sigmask.c) from libunwind, whose lock masking would time them instead.
+$(BUILD)/bench/bench_unwinders: tests/bench/bench_unwinders.c \
+		$(BUILD)/libstackwatch.a
+	@mkdir -p $(@D)
+	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a \
+	    $(SW_LDFLAGS) $(SW_LIBS) -Wl,--exclude-libs,libstackwatch.a \
+	    $(shell $(PKG_CONFIG) --libs libunwind-ptrace libunwind-generic)
+
 # The daemon benchmark's target is a plain program: nothing of ours is
 # linked in, the agent is preloaded (tests/bench/daemon.sh).
 $(BUILD)/bench/bench_target: tests/bench/bench_target.c tests/bench/shapes.h
