@@ -505,6 +505,25 @@ if daemon_start --sample-interval 0 --max-dump-rate 1000 &&
 	set_cell pgdb "$n" "$pwall"
 	set_cell pgdb_note "$n" "$pnote"
 	set_cell pgdb_threads "$n" "$pthreads"
+	# Every thread's pause, not only each snapshot's longest.
+	if [ -x "$absbuild/bench/bench_snapshot" ]; then
+		"$absbuild/bench/bench_snapshot" "$tpid" 10 >"$work/snap.out" \
+			2>"$work/snap.err"
+		set_cell pq "$n" "$(awk '$1 == "pauses" {
+			printf "%s / %s / %s / %s µs, %s over 2 ms, of %s; heartbeat thread %s µs",
+			$4, $6, $8, $10, $12, $2, $14 }' "$work/snap.out")"
+		say "  bench_snapshot: $(tail -n 1 "$work/snap.out")"
+	fi
+	# The two unwinders the issue weighs, on one snapshot.
+	if [ -x "$absbuild/bench/bench_unwinders" ]; then
+		"$absbuild/bench/bench_unwinders" "$tpid" 5 >"$work/unw.out" \
+			2>"$work/unw.err"
+		set_cell punw "$n" "$(awk '
+			$1 == "threads" { t = $2; fd = $4; fl = $6; same = $8; pre = $10; dif = $12 }
+			$1 == "dwfl_us_min" { printf "libdwfl %.1f ms, libunwind %.1f ms (medians); frames %s / %s; threads identical %s of %s (%s prefix, %s differ)",
+				$4 / 1000, $8 / 1000, fd, fl, same, t, pre, dif }' "$work/unw.out")"
+		say "  bench_unwinders: $(cell punw "$n")"
+	fi
 	stop "$tpid"
 else
 	status=1
@@ -766,6 +785,8 @@ echo "| speed-up over gdb | ${r_pg:+${r_pg}×} | ≥ 10× | $(met_one "$r_pg" '>
 echo "| each thread's pause, average (paused_us_total / threads, median over snapshots) | $(cell pavg "$n") µs | ≤ 50 µs | $(met_one "$(cell pavg "$n")" '<=' 50) |"
 echo "| longest pause of one thread in a snapshot (paused_us_max): median over snapshots | $(cell pmax_med "$n") µs | - | - |"
 echo "| … the longest over all snapshots (snapshots over 2 ms) | $(cell pmax_max "$n") µs ($(cell pover "$n") of $(cell pcount "$n")) | ≤ 2000 µs | $(met_one "$(cell pmax_max "$n")" '<=' 2000) |"
+echo "| every thread's pause over 10 more snapshots (bench_snapshot): p50 / p99 / p99.9 / max, and the heartbeat thread's own longest | $(cell pq "$n") | - | - |"
+echo "| unwinding one snapshot offline: libdwfl (ours) against libunwind's remote API (bench_unwinders, 5 rounds) | $(cell punw "$n") | - | - |"
 echo "| heartbeat ($policy, 1 ms): largest gap, nobody dumping (2 s) | $(gap idle "p$n") | - | - |"
 echo "| heartbeat's largest gap, snapshots back to back (a miss of 3 ms: a gap of 4 ms) | $(gap sw "p$n") | ≤ 4 ms | $(met_one "$pgap" '<=' 4) |"
 echo "| heartbeat's largest gap, \`eu-stack -s\` / gdb back to back | $(gap eus "p$n") / $(gap gdb "p$n") | - | - |"
