@@ -21,11 +21,15 @@ command -v npm >/dev/null 2>&1 || web="$web npm"
 # systemd: systemd-analyze checks the unit; man-db, groff-base: the man
 # pages render; util-linux: setsid for the make run test.
 service="systemd man-db groff-base util-linux"
-check="$build $testtools $web $service binutils elfutils procps"
+# redis-server, memcached, postgresql, a JDK: real programs without the
+# agent, whose ptrace snapshots test_it_ptrace compares with eu-stack
+# (nginx, node and python3 come with the sets above).
+servers="redis-server memcached postgresql default-jdk-headless"
+check="$build $testtools $web $service $servers binutils elfutils procps"
 bench="$check gdb elfutils"
 # make real: real servers under the agent (node and a JVM are used when
-# installed).
-real="$check redis-server memcached postgresql"
+# installed); the servers come with $check.
+real="$check"
 lint="$build cppcheck clang-tidy clang-format"
 
 case "${1:-build}" in

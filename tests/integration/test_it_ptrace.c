@@ -7,20 +7,33 @@
  * process (dumped and left stopped), a zombie and a kernel thread (clear
  * errors), and the daemon killed with SIGKILL in the middle of a
  * snapshot of 1000 threads (the target runs on, no thread left stopped or
- * traced). Needs root (the daemon traces a process of another session).
+ * traced). Last, real programs started without the agent (redis-server,
+ * memcached, nginx, PostgreSQL, node, a JVM, python3), each compared with
+ * eu-stack on the threads that held still. Needs root (the daemon traces
+ * a process of another session).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <limits.h>
 #include <dirent.h>
+#include <glob.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <pwd.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "itest.h"
 #include "tap.h"
 
 static char fixture[512], cli[512];
+
+/* The longest ";"-joined function list compared (a JVM's run long). */
+#define FNS_SIZE 4096
 
 struct plain {
 	pid_t pid;
@@ -107,6 +120,33 @@ static bool task_state(pid_t pid, pid_t tid, char *state, long *tracer)
 	*state = *s;
 	*tracer = atol(t + 11);
 	return true;
+}
+
+/*
+ * The context switches of a task so far (voluntary and not), -1 when it
+ * cannot be read: a parked thread makes none until something wakes it,
+ * and a snapshot's interrupt does.
+ */
+static long task_switches(pid_t pid, pid_t tid)
+{
+	char path[96], buf[2048];
+	const char *v, *nv;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
+		 (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	v = strstr(buf, "\nvoluntary_ctxt_switches:");
+	nv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+	if (!v || !nv)
+		return -1;
+	return atol(v + 26) + atol(nv + 29);
 }
 
 /*
@@ -197,11 +237,24 @@ static cJSON *thread_named(cJSON *doc, const char *name)
 	return NULL;
 }
 
-/* The functions of the thread called name, ";"-joined ("" if none). */
-static void thread_functions(cJSON *doc, const char *name, char *buf,
-			     size_t size)
+static cJSON *thread_tid(cJSON *doc, pid_t tid)
 {
-	cJSON *t = thread_named(doc, name), *g;
+	cJSON *t;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+	{
+		cJSON *n = cJSON_GetObjectItem(t, "tid");
+
+		if (cJSON_IsNumber(n) && (pid_t)n->valueint == tid)
+			return t;
+	}
+	return NULL;
+}
+
+/* The functions of doc's thread t, ";"-joined ("" if it has no stack). */
+static void stack_functions(cJSON *doc, cJSON *t, char *buf, size_t size)
+{
+	cJSON *g;
 
 	buf[0] = '\0';
 	if (!t || !cJSON_IsNumber(cJSON_GetObjectItem(t, "group")))
@@ -209,6 +262,13 @@ static void thread_functions(cJSON *doc, const char *name, char *buf,
 	g = group_of(doc, cJSON_GetObjectItem(t, "group")->valueint);
 	if (g)
 		group_functions(g, buf, size);
+}
+
+/* The functions of the thread called name, ";"-joined ("" if none). */
+static void thread_functions(cJSON *doc, const char *name, char *buf,
+			     size_t size)
+{
+	stack_functions(doc, thread_named(doc, name), buf, size);
 }
 
 /* Runs cmd, its stdout into buf; the exit status. */
@@ -235,11 +295,12 @@ static int run_capture(const char *cmd, char *buf, size_t size)
 
 /*
  * eu-stack's stacks (its text: "TID n:" then "#k 0x... function"), as
- * one ";"-joined function list per thread, keyed by tid.
+ * one ";"-joined function list per thread, keyed by tid. A frame without
+ * a name is "??", as group_functions() has it.
  */
 struct eu_thread {
 	pid_t tid;
-	char fns[2048];
+	char fns[FNS_SIZE];
 };
 
 static int eu_parse(const char *text, struct eu_thread *out, int max)
@@ -250,7 +311,7 @@ static int eu_parse(const char *text, struct eu_thread *out, int max)
 	while (*p) {
 		const char *e = strchr(p, '\n');
 		size_t len = e ? (size_t)(e - p) : strlen(p);
-		char line[1024];
+		char line[2048];
 
 		if (len >= sizeof(line))
 			len = sizeof(line) - 1;
@@ -264,26 +325,59 @@ static int eu_parse(const char *text, struct eu_thread *out, int max)
 			out[n].tid = (pid_t)atoi(line + 4);
 			out[n].fns[0] = '\0';
 		} else if (line[0] == '#' && n >= 0) {
-			char addr[64], fn[512] = "??";
-			size_t l = strlen(out[n].fns);
+			/*
+			 * The function is the rest of the line after the
+			 * address: a demangled C++ name has spaces in it.
+			 */
+			const char *fn =
+				line + 1 + strspn(line + 1, "0123456789");
+			size_t l = strlen(out[n].fns), fl;
 
-			if (sscanf(line, "#%*d %63s %511s", addr, fn) < 1)
+			fn += strspn(fn, " ");
+			if (strncmp(fn, "0x", 2) != 0)
 				continue;
-			fn[strcspn(fn, "@")] = '\0';
-			snprintf(out[n].fns + l, sizeof(out[n].fns) - l, "%s;",
-				 fn);
+			fn += strcspn(fn, " ");
+			fn += strspn(fn, " ");
+			fl = strcspn(fn, "@");
+			while (fl > 0 && isspace((unsigned char)fn[fl - 1]))
+				fl--;
+			if (fl == 0) {
+				fn = "??";
+				fl = 2;
+			}
+			snprintf(out[n].fns + l, sizeof(out[n].fns) - l,
+				 "%.*s;", (int)fl, fn);
 		}
 	}
 	return n + 1;
 }
 
 /*
- * Compares doc's threads with eu-stack's, for the threads whose names are
- * in names (blocked ones: their stacks cannot move in between). Returns
- * how many were compared; *diff how many differed.
+ * Which of doc's threads compare_eu() compares: those for which
+ * pick(thread, its functions, arg) is true.
+ */
+typedef bool (*thread_pick)(cJSON *t, const char *fns, void *arg);
+
+/*
+ * The threads named "parked" only, which cannot move in between: the
+ * main thread may still be on its way back to read() after answering.
+ */
+static bool parked_only(cJSON *t, const char *fns, void *arg)
+{
+	cJSON *name = cJSON_GetObjectItem(t, "name");
+
+	(void)fns;
+	(void)arg;
+	return cJSON_IsString(name) && strcmp(name->valuestring, "parked") == 0;
+}
+
+/*
+ * Compares doc's threads that have a stack with eu-stack's, for those
+ * pick allows (every one when pick is NULL). Returns how many were
+ * compared (found in eu by tid); *diff how many differed.
  */
 static int compare_eu(cJSON *doc, const struct eu_thread *eu, int neu,
-		      int *diff, bool names_any)
+		      int *diff, thread_pick pick, void *arg)
 {
 	cJSON *t;
 	int compared = 0;
@@ -292,20 +386,13 @@ static int compare_eu(cJSON *doc, const struct eu_thread *eu, int neu,
 	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
 	{
 		pid_t tid = (pid_t)cJSON_GetObjectItem(t, "tid")->valueint;
-		const char *name = cJSON_GetObjectItem(t, "name")->valuestring;
-		cJSON *gid = cJSON_GetObjectItem(t, "group"), *g;
-		char fns[2048];
+		char fns[FNS_SIZE];
 
-		/*
-		 * Only threads that cannot move in between: the main thread
-		 * may still be on its way back to read() after answering.
-		 */
-		if (!names_any && strcmp(name, "parked") != 0)
+		if (!cJSON_IsNumber(cJSON_GetObjectItem(t, "group")))
 			continue;
-		if (!cJSON_IsNumber(gid))
+		stack_functions(doc, t, fns, sizeof(fns));
+		if (pick && !pick(t, fns, arg))
 			continue;
-		g = group_of(doc, gid->valueint);
-		group_functions(g, fns, sizeof(fns));
 		for (int i = 0; i < neu; i++) {
 			if (eu[i].tid != tid)
 				continue;
@@ -326,7 +413,7 @@ static void test_http(const struct itest_daemon *d)
 {
 	struct plain p = { 0 };
 	struct http_response r;
-	char fns[2048], target[96], cmd[1024];
+	char fns[FNS_SIZE], target[96], cmd[1024];
 	static char out[1 << 20];
 	cJSON *doc, *t;
 	int status, n, held;
@@ -376,7 +463,7 @@ static void test_http(const struct itest_daemon *d)
 	snprintf(cmd, sizeof(cmd), "eu-stack -p %d 2>/dev/null", (int)p.pid);
 	run_capture(cmd, out, sizeof(out));
 	neu = eu_parse(out, eu, 64);
-	compared = compare_eu(doc, eu, neu, &diff, false);
+	compared = compare_eu(doc, eu, neu, &diff, parked_only, NULL);
 	TAP_OK(compared == 8 && diff == 0,
 	       "the parked threads have eu-stack's functions (%d compared, "
 	       "%d differ)",
@@ -408,7 +495,7 @@ static void test_http(const struct itest_daemon *d)
 			      "ptrace") == 0 &&
 		       strstr(fns, "plain_park;plain_worker;"),
 	       "stackwatch dump --local PID, without the daemon (%d)", status);
-	compared = compare_eu(doc, eu, neu, &diff, false);
+	compared = compare_eu(doc, eu, neu, &diff, parked_only, NULL);
 	TAP_OK(compared == 8 && diff == 0,
 	       "--local has eu-stack's functions too (%d compared, %d differ)",
 	       compared, diff);
@@ -735,9 +822,10 @@ static void test_sigkill(void)
 		pthread_t th;
 		int ntids = list_tids(p.pid, tids, 2048), held, n;
 		bool seen = false;
-		char st;
-		long tracer = 0;
-		pid_t helper;
+		pid_t helper, first = tids[ntids / 5],
+			      last = tids[ntids * 4 / 5];
+		long first0 = task_switches(p.pid, first),
+		     last0 = task_switches(p.pid, last);
 
 		if (itest_daemon_start(&d) != 0) {
 			TAP_OK(0, "daemon starts");
@@ -746,17 +834,17 @@ static void test_sigkill(void)
 		g.d = &d;
 		g.pid = p.pid;
 		pthread_create(&th, NULL, bg_get_main, &g);
-		/* Kill it once the snapshot is under way: a thread traced. */
+		/*
+		 * Kill it once the snapshot is under way: the threads go in
+		 * tid order, each woken by its interrupt, so a parked thread
+		 * a fifth of the way in has switched and one four fifths in
+		 * has not yet.
+		 */
 		for (long end = itest_now_ms() + 5000;
-		     itest_now_ms() < end && !seen;) {
-			for (int k = 1; k <= 4 && !seen; k++) {
-				pid_t tid = tids[ntids * k / 5];
-
-				if (task_state(p.pid, tid, &st, &tracer) &&
-				    tracer != 0)
-					seen = true;
-			}
-		}
+		     itest_now_ms() < end && !seen;)
+			seen = task_switches(p.pid, first) != first0;
+		seen = seen && first0 >= 0 &&
+		       task_switches(p.pid, last) == last0;
 		helper = itest_first_child(d.pid);
 		kill(d.pid, SIGKILL);
 		waitpid(d.pid, NULL, 0);
@@ -821,7 +909,7 @@ static void check_core(const char *core, const char *exe, const char *what,
 		 exe);
 	run_capture(cmd, out, sizeof(out));
 	neu = eu_parse(out, eu, 64);
-	compared = compare_eu(doc, eu, neu, &diff, true);
+	compared = compare_eu(doc, eu, neu, &diff, NULL, NULL);
 	TAP_OK(neu > 0 && compared == neu && diff == 0,
 	       "%s: every thread as eu-stack --core has it (%d of %d, %d "
 	       "differ)",
@@ -903,6 +991,703 @@ out:
 	(void)!system(cmd);
 }
 
+/*
+ * Real programs, started here without the agent and dumped through the
+ * daemon's ptrace snapshot: their stacks must have eu-stack's functions,
+ * thread for thread. Each lives in real_dir and is stopped and reaped
+ * before the next one starts.
+ */
+static char real_dir[64];
+
+/* How a program shows it works after the dumps. */
+struct probe {
+	int port;	  /* a TCP port on 127.0.0.1, 0: it is alive */
+	const char *ask;  /* what is sent there */
+	const char *want; /* how the answer starts */
+	const char *what; /* the check line's name for the exchange */
+};
+
+struct verdict {
+	int total;   /* threads in the first dump */
+	int settled; /* of them, with the same functions in the second */
+	int same;    /* of those, with eu-stack's functions */
+};
+
+/* Whether command NAME is found in PATH. */
+static bool installed(const char *name)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
+	return system(cmd) == 0;
+}
+
+/*
+ * A TCP port on 127.0.0.1 that nobody listens on right now (the kernel's
+ * pick for port 0); 0 when none.
+ */
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = 0;
+
+	if (fd < 0)
+		return 0;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/*
+ * Connects to 127.0.0.1:port, sends ask and reads until the answer can be
+ * told to start with want (ask and want NULL: only connects). Blocks for
+ * at most 2 s a read.
+ */
+static bool tcp_ask(int port, const char *ask, const char *want)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct timeval tv = { 2, 0 };
+	size_t n = 0, len = want ? strlen(want) : 0;
+	char buf[128];
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (fd < 0)
+		return false;
+	a.sin_port = htons((uint16_t)port);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (ok && ask)
+		ok = send(fd, ask, strlen(ask), MSG_NOSIGNAL) ==
+		     (ssize_t)strlen(ask);
+	while (ok && n < len && n < sizeof(buf)) {
+		ssize_t got = read(fd, buf + n, sizeof(buf) - n);
+
+		if (got <= 0)
+			break;
+		n += (size_t)got;
+	}
+	close(fd);
+	return ok && n >= len && (len == 0 || memcmp(buf, want, len) == 0);
+}
+
+/* Waits up to 10 s for port to take connections while our child lives. */
+static bool port_ready(pid_t pid, int port)
+{
+	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
+		if (tcp_ask(port, NULL, NULL))
+			return true;
+		if (!itest_alive(pid))
+			return false;
+		itest_sleep_ms(20);
+	}
+	return false;
+}
+
+/* Waits up to 20 s (a JVM's start) for the line "ready" on fd. */
+static bool line_ready(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 20000) == 1 && itest_wait_line(fd, "ready");
+}
+
+/*
+ * Starts argv (looked up in PATH) in real_dir, without the agent, as pw's
+ * user when pw is not NULL; its stdout into a pipe whose end *out gets
+ * when out is not NULL, else to /dev/null like its stdin and stderr. It
+ * dies with this test (PR_SET_PDEATHSIG). Returns its pid or -1.
+ */
+static pid_t real_spawn(const char *const argv[], const struct passwd *pw,
+			int *out)
+{
+	int p[2] = { -1, -1 };
+	pid_t pid;
+
+	if (out && pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(out ? p[1] : null, 1);
+		dup2(null, 2);
+		unsetenv("LD_PRELOAD");
+		unsetenv("STACKWATCH_SOCKET");
+		if (pw && (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
+			   setuid(pw->pw_uid) != 0))
+			_exit(126);
+		if (pw)
+			setenv("HOME", pw->pw_dir, 1);
+		/* After setuid(), which clears it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (chdir(real_dir) != 0)
+			_exit(126);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	if (out) {
+		close(p[1]);
+		*out = pid > 0 ? p[0] : -1;
+		if (pid < 0)
+			close(p[0]);
+	}
+	return pid;
+}
+
+/* Runs argv as real_spawn() does and waits; true when it exits 0. */
+static bool real_run(const char *const argv[], const struct passwd *pw)
+{
+	pid_t pid = real_spawn(argv, pw, NULL);
+	int st;
+
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	       WEXITSTATUS(st) == 0;
+}
+
+/* The children of pid's main thread (where these servers fork), n. */
+static int children_of(pid_t pid, pid_t *out, int max)
+{
+	char path[64];
+	FILE *f;
+	int n = 0, c;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid,
+		 (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (n < max && fscanf(f, "%d", &c) == 1)
+		out[n++] = (pid_t)c;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Stops our child pid with sig (its own way to end its children too:
+ * SIGTERM for nginx, SIGQUIT for PostgreSQL) and reaps it; when it has
+ * not exited within 10 s, it and every process below it are killed.
+ * Accepts pid <= 0. Blocks.
+ */
+static void real_stop(pid_t pid, int sig)
+{
+	pid_t below[256];
+	int n;
+
+	if (pid <= 0)
+		return;
+	n = children_of(pid, below, 256);
+	for (int i = 0; i < n; i++)
+		n += children_of(below[i], below + n, 256 - n);
+	kill(pid, sig);
+	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return;
+		itest_sleep_ms(10);
+	}
+	TAP_NOTE("pid %d did not stop on signal %d: killed", (int)pid, sig);
+	for (int i = 0; i < n; i++)
+		kill(below[i], SIGKILL);
+	itest_kill(pid);
+}
+
+/* A thread of the later dump again with the same functions: settled. */
+static bool settled_in(cJSON *t, const char *fns, void *again)
+{
+	cJSON *tid = cJSON_GetObjectItem(t, "tid");
+	char later[FNS_SIZE];
+
+	if (!cJSON_IsNumber(tid))
+		return false;
+	t = thread_tid(again, (pid_t)tid->valueint);
+	if (!t || !cJSON_IsNumber(cJSON_GetObjectItem(t, "group")))
+		return false;
+	stack_functions(again, t, later, sizeof(later));
+	return strcmp(fns, later) == 0;
+}
+
+/* How many of doc's threads settled_in() again; *total: all of doc's. */
+static int count_settled(cJSON *doc, cJSON *again, int *total)
+{
+	cJSON *t;
+	int n = 0;
+
+	*total = 0;
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+	{
+		char fns[FNS_SIZE];
+
+		(*total)++;
+		if (!cJSON_IsNumber(cJSON_GetObjectItem(t, "group")))
+			continue;
+		stack_functions(doc, t, fns, sizeof(fns));
+		n += settled_in(t, fns, again);
+	}
+	return n;
+}
+
+static bool by_ptrace(cJSON *doc)
+{
+	cJSON *m = cJSON_GetObjectItem(doc, "method");
+
+	return cJSON_IsString(m) && strcmp(m->valuestring, "ptrace") == 0;
+}
+
+/*
+ * Whether pid's stacks through the daemon have eu-stack's functions,
+ * thread for thread. A real program's threads may move between two
+ * dumps, so it is dumped through the daemon, by eu-stack, then through
+ * the daemon again; a thread with the same functions in both of the
+ * daemon's dumps held still (settled), and only those are compared. Every
+ * settled thread must have eu-stack's functions, and at least half of
+ * the threads (one at least) must have settled; else the three dumps are
+ * taken again, three times in all. v gets the last try's counts. Blocks
+ * for up to seconds.
+ */
+static bool like_eu(const struct itest_daemon *d, pid_t pid, struct verdict *v)
+{
+	static char out[1 << 20];
+	static struct eu_thread eu[256];
+	char cmd[64];
+	bool ok = false;
+
+	snprintf(cmd, sizeof(cmd), "eu-stack -p %d 2>/dev/null", (int)pid);
+	for (int attempt = 1; attempt <= 3 && !ok; attempt++) {
+		int s1, s2, neu, compared, diff;
+		cJSON *doc = get_stacks(d, pid, &s1), *again;
+
+		run_capture(cmd, out, sizeof(out));
+		again = get_stacks(d, pid, &s2);
+		neu = eu_parse(out, eu, 256);
+		v->settled = count_settled(doc, again, &v->total);
+		compared = compare_eu(doc, eu, neu, &diff, settled_in, again);
+		v->same = compared - diff;
+		ok = s1 == 200 && s2 == 200 && by_ptrace(doc) &&
+		     by_ptrace(again) && v->settled >= 1 &&
+		     2 * v->settled >= v->total && compared == v->settled &&
+		     diff == 0;
+		if (!ok)
+			TAP_NOTE("pid %d, try %d: HTTP %d and %d, %d of %d "
+				 "threads settled, %d found in eu-stack's %d, "
+				 "%d differ",
+				 (int)pid, attempt, s1, s2, v->settled,
+				 v->total, compared, neu, diff);
+		cJSON_Delete(doc);
+		cJSON_Delete(again);
+	}
+	return ok;
+}
+
+/*
+ * One check line: pid's stacks as eu-stack has them (like_eu()), and
+ * afterwards no thread of pid is stopped or traced and it works (pr).
+ */
+static void real_check(const struct itest_daemon *d, const char *name,
+		       pid_t pid, const struct probe *pr)
+{
+	struct verdict v = { 0 };
+	bool same = like_eu(d, pid, &v), works;
+	int n, held = tasks_held(pid, &n, true);
+
+	works = !gone(pid) &&
+		(!pr->port || tcp_ask(pr->port, pr->ask, pr->want));
+	if (held != 0)
+		TAP_NOTE("%s: %d of its %d threads are left stopped or traced",
+			 name, held, n);
+	TAP_OK(same && held == 0 && works,
+	       "%s: %d of %d threads as eu-stack has them (%d settled), then "
+	       "it runs on%s%s",
+	       name, v.same, v.total, v.settled,
+	       pr->what ? " and answers " : "", pr->what ? pr->what : "");
+}
+
+static void real_redis(const struct itest_daemon *d)
+{
+	int port = free_port();
+	char sport[16];
+	const char *argv[] = {
+		"redis-server", "--port",	sport, "--bind",
+		"127.0.0.1",	"--save",	"",    "--appendonly",
+		"no",		"--io-threads", "4",   NULL
+	};
+	struct probe pr = { port, "PING\r\n", "+PONG", "PING" };
+	pid_t pid;
+
+	if (!installed("redis-server")) {
+		TAP_SKIP("redis-server is not installed");
+		return;
+	}
+	snprintf(sport, sizeof(sport), "%d", port);
+	pid = real_spawn(argv, NULL, NULL);
+	if (pid > 0 && port_ready(pid, port))
+		real_check(d, "redis-server", pid, &pr);
+	else
+		TAP_OK(0, "redis-server starts on port %d", port);
+	real_stop(pid, SIGKILL);
+}
+
+static void real_memcached(const struct itest_daemon *d)
+{
+	int port = free_port();
+	char sport[16];
+	const char *argv[] = { "memcached", "-u", "nobody", "-l",
+			       "127.0.0.1", "-p", sport,    "-U",
+			       "0",	    "-t", "4",	    NULL };
+	struct probe pr = { port, "version\r\n", "VERSION", "version" };
+	pid_t pid;
+
+	if (!installed("memcached")) {
+		TAP_SKIP("memcached is not installed");
+		return;
+	}
+	snprintf(sport, sizeof(sport), "%d", port);
+	pid = real_spawn(argv, NULL, NULL);
+	if (pid > 0 && port_ready(pid, port))
+		real_check(d, "memcached", pid, &pr);
+	else
+		TAP_OK(0, "memcached starts on port %d", port);
+	real_stop(pid, SIGKILL);
+}
+
+/* nginx in the foreground (our child): its master, and two workers. */
+static void real_nginx(const struct itest_daemon *d)
+{
+	int port = free_port();
+	char prefix[128], conf[160];
+	const char *argv[] = {
+		"/usr/sbin/nginx", "-c", conf, "-p", prefix, NULL
+	};
+	struct probe pr = { port, "GET / HTTP/1.0\r\n\r\n", "HTTP/1.1 204",
+			    "HTTP" };
+	pid_t master = -1, worker = 0;
+	FILE *f;
+
+	if (access("/usr/sbin/nginx", X_OK) != 0) {
+		TAP_SKIP("nginx is not installed");
+		return;
+	}
+	snprintf(prefix, sizeof(prefix), "%s/nginx", real_dir);
+	snprintf(conf, sizeof(conf), "%s/nginx.conf", prefix);
+	mkdir(prefix, 0755);
+	f = fopen(conf, "we");
+	if (f) {
+		fprintf(f,
+			"daemon off;\n"
+			"worker_processes 2;\n"
+			"pid %s/nginx.pid;\n"
+			"error_log %s/error.log;\n"
+			"events { worker_connections 64; }\n"
+			"http { access_log off;\n"
+			"  client_body_temp_path %s; proxy_temp_path %s;\n"
+			"  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
+			"  scgi_temp_path %s;\n"
+			"  server { listen 127.0.0.1:%d; return 204; } }\n",
+			prefix, prefix, prefix, prefix, prefix, prefix, prefix,
+			port);
+		if (fclose(f) == 0)
+			master = real_spawn(argv, NULL, NULL);
+	}
+	if (master > 0 && port_ready(master, port))
+		for (long end = itest_now_ms() + 5000;
+		     itest_now_ms() < end &&
+		     children_of(master, &worker, 1) == 0;)
+			itest_sleep_ms(20);
+	if (worker > 0) {
+		real_check(d, "nginx worker", worker, &pr);
+		real_check(d, "nginx master", master, &pr);
+	} else {
+		TAP_OK(0, "nginx starts on port %d with its workers", port);
+	}
+	real_stop(master, SIGTERM);
+}
+
+/* The newest /usr/lib/postgresql/VERSION/bin, into buf; false if none. */
+static bool pg_bindir(char *buf, size_t size)
+{
+	static const char base[] = "/usr/lib/postgresql/";
+	glob_t g;
+	int best = -1;
+
+	if (glob("/usr/lib/postgresql/*/bin/postgres", 0, NULL, &g) != 0)
+		return false;
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		const char *p = g.gl_pathv[i];
+		int v = atoi(p + strlen(base));
+		size_t len = strlen(p) - strlen("/postgres");
+
+		if (v > best && len < size) {
+			best = v;
+			snprintf(buf, size, "%.*s", (int)len, p);
+		}
+	}
+	globfree(&g);
+	return best >= 0;
+}
+
+/* Whether file holds word (postmaster.pid says "ready" once it is). */
+static bool file_has(const char *path, const char *word)
+{
+	char buf[4096];
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, word) != NULL;
+}
+
+/* The child of pm whose process title holds what; 0 when none. */
+static pid_t pg_child(pid_t pm, const char *what)
+{
+	pid_t kids[64];
+	int n = children_of(pm, kids, 64);
+
+	for (int i = 0; i < n; i++) {
+		char path[64], title[512];
+		FILE *f;
+		size_t len;
+
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)kids[i]);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		len = fread(title, 1, sizeof(title) - 1, f);
+		fclose(f);
+		for (size_t k = 0; k < len; k++)
+			if (title[k] == '\0')
+				title[k] = ' ';
+		title[len] = '\0';
+		if (strstr(title, what))
+			return kids[i];
+	}
+	return 0;
+}
+
+/*
+ * PostgreSQL as postgres, in real_dir (0711, so that postgres reaches
+ * its data directory), its socket there and no TCP: the postmaster, and
+ * a backend sleeping in a query of psql. Not an auxiliary process that
+ * PostgreSQL up to 15 forks in its SIGUSR1 handler (walwriter, autovacuum
+ * launcher, background workers): their stacks hold a signal frame, which
+ * eu-stack names __restore_rt and the snapshot "??" (it looks up the
+ * return address into the trampoline at pc - 1).
+ */
+static void real_postgres(const struct itest_daemon *d)
+{
+	const struct passwd *pw = getpwnam("postgres");
+	char bin[128], data[128], pidfile[160], initdb[160], postgres[160];
+	char psql[160];
+	const char *init_argv[] = { initdb,  "-D", data,	  "-A",
+				    "trust", "-N", "--no-locale", NULL };
+	const char *pm_argv[] = {
+		postgres, "-D", data, "-k", data, "-c", "listen_addresses=",
+		NULL
+	};
+	const char *psql_argv[] = { psql,
+				    "-X",
+				    "-q",
+				    "-h",
+				    data,
+				    "-c",
+				    "select pg_sleep(600)",
+				    "postgres",
+				    NULL };
+	struct probe alive = { 0 };
+	pid_t pm = -1, client = -1, backend = 0;
+	bool ready = false;
+
+	if (!pw || !pg_bindir(bin, sizeof(bin))) {
+		TAP_SKIP("PostgreSQL is not installed");
+		return;
+	}
+	snprintf(initdb, sizeof(initdb), "%s/initdb", bin);
+	snprintf(postgres, sizeof(postgres), "%s/postgres", bin);
+	snprintf(psql, sizeof(psql), "%s/psql", bin);
+	snprintf(data, sizeof(data), "%s/pg", real_dir);
+	snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid", data);
+	if (mkdir(data, 0700) != 0 ||
+	    chown(data, pw->pw_uid, pw->pw_gid) != 0 ||
+	    !real_run(init_argv, pw)) {
+		TAP_OK(0, "initdb makes a cluster in %s", data);
+		return;
+	}
+	pm = real_spawn(pm_argv, pw, NULL);
+	for (long end = itest_now_ms() + 10000;
+	     pm > 0 && !ready && itest_now_ms() < end && itest_alive(pm);) {
+		ready = file_has(pidfile, "ready");
+		itest_sleep_ms(20);
+	}
+	if (ready)
+		client = real_spawn(psql_argv, pw, NULL);
+	for (long end = itest_now_ms() + 10000;
+	     client > 0 && !backend && itest_now_ms() < end;) {
+		backend = pg_child(pm, "[local] SELECT");
+		itest_sleep_ms(20);
+	}
+	if (backend) {
+		real_check(d, "postgres postmaster", pm, &alive);
+		real_check(d, "postgres backend", backend, &alive);
+	} else {
+		TAP_OK(0, "PostgreSQL starts and psql's query runs (%s)",
+		       ready ? "ready" : "not ready");
+	}
+	real_stop(pm, SIGQUIT);
+	real_stop(client, SIGKILL);
+}
+
+/* node: an HTTP server, and libuv's pool started by one fs call. */
+static void real_node(const struct itest_daemon *d)
+{
+	int port = free_port(), out = -1;
+	char script[512];
+	const char *argv[] = { "node", "-e", script, NULL };
+	struct probe pr = { port, "GET / HTTP/1.0\r\n\r\n", "HTTP/1.1 200",
+			    "HTTP" };
+	pid_t pid;
+
+	if (!installed("node")) {
+		TAP_SKIP("node is not installed");
+		return;
+	}
+	snprintf(script, sizeof(script),
+		 "require('http').createServer((q, s) => s.end('ok'))"
+		 ".listen(%d, '127.0.0.1', () => require('fs').stat('/', "
+		 "() => console.log('ready')));",
+		 port);
+	pid = real_spawn(argv, NULL, &out);
+	if (pid > 0 && line_ready(out))
+		real_check(d, "node", pid, &pr);
+	else
+		TAP_OK(0, "node starts on port %d", port);
+	if (out >= 0)
+		close(out);
+	real_stop(pid, SIGKILL);
+}
+
+/* A JVM: threads waiting on a monitor and sleeping, the main one waits. */
+static void real_java(const struct itest_daemon *d)
+{
+	static const char source[] =
+		"public class Waiters {\n"
+		"  public static void main(String[] a) throws Exception {\n"
+		"    Object lock = new Object();\n"
+		"    for (int i = 0; i < 3; i++) {\n"
+		"      Thread t = new Thread(() -> {\n"
+		"        synchronized (lock) {\n"
+		"          try { lock.wait(); } catch (InterruptedException e) "
+		"{}\n"
+		"        }\n"
+		"      }, \"waiter-\" + i);\n"
+		"      t.setDaemon(true);\n"
+		"      t.start();\n"
+		"    }\n"
+		"    for (int i = 0; i < 2; i++) {\n"
+		"      Thread t = new Thread(() -> {\n"
+		"        try { Thread.sleep(600000); }\n"
+		"        catch (InterruptedException e) {}\n"
+		"      }, \"sleeper-\" + i);\n"
+		"      t.setDaemon(true);\n"
+		"      t.start();\n"
+		"    }\n"
+		"    System.out.println(\"ready\");\n"
+		"    System.out.flush();\n"
+		"    synchronized (lock) { lock.wait(); }\n"
+		"  }\n"
+		"}\n";
+	char dir[128], file[160];
+	const char *javac[] = { "javac", "-d", dir, file, NULL };
+	const char *java[] = { "java", "-cp", dir, "Waiters", NULL };
+	struct probe alive = { 0 };
+	pid_t pid = -1;
+	int out = -1;
+	FILE *f;
+
+	if (!installed("java") || !installed("javac")) {
+		TAP_SKIP("java is not installed");
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s/java", real_dir);
+	snprintf(file, sizeof(file), "%s/Waiters.java", dir);
+	mkdir(dir, 0755);
+	f = fopen(file, "we");
+	if (f && fputs(source, f) >= 0 && fclose(f) == 0 &&
+	    real_run(javac, NULL))
+		pid = real_spawn(java, NULL, &out);
+	if (pid > 0 && line_ready(out))
+		real_check(d, "java", pid, &alive);
+	else
+		TAP_OK(0, "javac compiles a class and java runs it");
+	if (out >= 0)
+		close(out);
+	real_stop(pid, SIGKILL);
+}
+
+static void real_python(const struct itest_daemon *d)
+{
+	static const char script[] =
+		"import threading, time\n"
+		"ev = threading.Event()\n"
+		"def nap():\n"
+		"    while True:\n"
+		"        time.sleep(600)\n"
+		"for i in range(3):\n"
+		"    threading.Thread(target=ev.wait, daemon=True,\n"
+		"                     name='waiter-%d' % i).start()\n"
+		"for i in range(2):\n"
+		"    threading.Thread(target=nap, daemon=True,\n"
+		"                     name='sleeper-%d' % i).start()\n"
+		"print('ready', flush=True)\n"
+		"ev.wait()\n";
+	const char *argv[] = { "python3", "-c", script, NULL };
+	struct probe alive = { 0 };
+	pid_t pid;
+	int out = -1;
+
+	if (!installed("python3")) {
+		TAP_SKIP("python3 is not installed");
+		return;
+	}
+	pid = real_spawn(argv, NULL, &out);
+	if (pid > 0 && line_ready(out))
+		real_check(d, "python3", pid, &alive);
+	else
+		TAP_OK(0, "python3 starts");
+	if (out >= 0)
+		close(out);
+	real_stop(pid, SIGKILL);
+}
+
+static void test_real_programs(const struct itest_daemon *d)
+{
+	long start = itest_now_ms();
+	char cmd[128];
+
+	snprintf(real_dir, sizeof(real_dir), "/tmp/sw-real-XXXXXX");
+	if (!mkdtemp(real_dir) || chmod(real_dir, 0711) != 0) {
+		TAP_OK(0, "temporary directory");
+		return;
+	}
+	real_redis(d);
+	real_memcached(d);
+	real_nginx(d);
+	real_postgres(d);
+	real_node(d);
+	real_java(d);
+	real_python(d);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", real_dir);
+	(void)!system(cmd);
+	TAP_NOTE("the real programs took %ld ms", itest_now_ms() - start);
+}
+
 int main(void)
 {
 	struct itest_daemon d;
@@ -929,6 +1714,7 @@ int main(void)
 	test_gdb(&d);
 	test_stopped(&d);
 	test_refusals(&d);
+	test_real_programs(&d);
 	itest_daemon_stop(&d);
 	itest_daemon_cleanup(&d);
 	test_sampling();
