@@ -58,6 +58,14 @@ struct sw_thread {
 	uint64_t captured_ns; /* CLOCK_MONOTONIC at capture, 0 unknown */
 	size_t nips;
 	uint64_t *ips; /* raw, innermost first; owned */
+	/*
+	 * Bit k set: ips[k] is where the thread was interrupted (the frame
+	 * above a signal frame, or the trampoline itself), not a return
+	 * address, so it is looked up as it is, not at ips[k] - 1. ips[0]
+	 * is by SW_TF_FIRST_EXACT. Set by the offline unwinder; zero from
+	 * agents.
+	 */
+	uint64_t exact[SW_MAX_FRAMES / 64];
 	size_t nframes;
 	/*
 	 * After symbolization: in the dump's memory (dump_alloc()), shared

@@ -1183,7 +1183,8 @@ static bool same_ips(const struct sw_thread *a, const struct sw_thread *b)
 {
 	return a->nips == b->nips &&
 	       (a->flags & SAME_IPS_FLAGS) == (b->flags & SAME_IPS_FLAGS) &&
-	       memcmp(a->ips, b->ips, a->nips * sizeof(*a->ips)) == 0;
+	       memcmp(a->ips, b->ips, a->nips * sizeof(*a->ips)) == 0 &&
+	       memcmp(a->exact, b->exact, sizeof(a->exact)) == 0;
 }
 
 /*
@@ -1232,7 +1233,9 @@ static int build_frames(struct symctx *c, const struct sw_thread *t,
 	}
 	for (size_t k = 0; !rc && k < t->nips; k++)
 		rc = add_ip(c, v, t->ips[k],
-			    k == 0 && (t->flags & SW_TF_FIRST_EXACT), lookups);
+			    k == 0 ? (t->flags & SW_TF_FIRST_EXACT) != 0
+				   : (t->exact[k / 64] >> (k % 64)) & 1,
+			    lookups);
 	/* Where libunwind was refused a read: said as a last frame. */
 	if (!rc && (t->flags & SW_TF_CUT))
 		rc = fvec_push(v, 0, -1, 0, cut, NULL, 0, false);

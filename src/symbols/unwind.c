@@ -42,6 +42,7 @@ struct unw {
 	size_t nips;
 	bool truncated;
 	bool first_exact;
+	uint64_t exact[SW_MAX_FRAMES / 64]; /* as sw_thread's */
 };
 
 /* Our own vDSO image: the kernel gives every process the same one. */
@@ -240,6 +241,8 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	}
 	if (u->nips == 0)
 		u->first_exact = activation;
+	else if (activation)
+		u->exact[u->nips / 64] |= 1ull << (u->nips % 64);
 	/* The outermost frame's return address is 0 where the ABI ends. */
 	if (pc == 0 && u->nips > 0)
 		return DWARF_CB_ABORT;
@@ -257,6 +260,7 @@ static int keep_ips(struct unw *u, struct sw_thread *t)
 	t->nips = u->nips;
 	if (u->first_exact)
 		t->flags |= SW_TF_FIRST_EXACT;
+	memcpy(t->exact, u->exact, sizeof(t->exact));
 	if (u->truncated)
 		t->flags |= SW_TF_TRUNCATED;
 	return 0;
@@ -428,6 +432,7 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 		u.nips = 0;
 		u.truncated = false;
 		u.first_exact = true;
+		memset(u.exact, 0, sizeof(u.exact));
 		if (dwfl)
 			dwfl_getthread_frames(dwfl, st->tid, frame_cb, &u);
 		if (u.nips == 0) {
@@ -536,6 +541,7 @@ static int core_thread_cb(Dwfl_Thread *thread, void *arg)
 	w->u.nips = 0;
 	w->u.truncated = false;
 	w->u.first_exact = true;
+	memset(w->u.exact, 0, sizeof(w->u.exact));
 	dwfl_thread_getframes(thread, frame_cb, &w->u);
 	if (w->u.nips == 0) {
 		dump_thread_set_error(t, SW_ST_ERROR,
