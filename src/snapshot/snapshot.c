@@ -31,6 +31,8 @@
 #define SNAP_NOMAP_READ 16384u	  /* read at sp when no mapping is known */
 #define SNAP_RT_PRIO 1		  /* SCHED_FIFO priority while freezing */
 #define SNAP_RT_SPIN_NS 20000ull  /* the poll at that priority */
+#define SNAP_BUSY_NS 1000000u	  /* a pause this long, */
+#define SNAP_BUSY_PAUSES 4	  /* this often: the machine is busy */
 
 struct range {
 	uint64_t start, end;
@@ -315,11 +317,93 @@ static void late_reap(struct late *l, uint64_t deadline_ns)
 }
 
 /*
+ * The snapshotter's priority. While a thread is stopped, whatever
+ * preempts us stops it longer: a time slice of someone else's
+ * (milliseconds) lands inside a pause of tens of microseconds. So each
+ * copy runs at the lowest real-time priority, where the kernel allows it
+ * (root, CAP_SYS_NICE or RLIMIT_RTPRIO).
+ *
+ * The wait for a thread's stop is another matter. At normal priority we
+ * poll and yield, so that a tracee woken on our CPU runs at once; at
+ * real-time priority a yield gives the CPU to no ordinary thread, so we
+ * poll briefly and then sleep, which costs a wake-up. On an idle machine
+ * waiting at normal priority is cheaper (1000 threads: 35-38 us a thread
+ * on average, against 50-54 us held at real-time priority); on a busy
+ * one the yield hands the CPU to someone else's time slice (two CPU hogs:
+ * 659-1160 pauses over 2 ms of 20040, against 19-27 held). So the whole
+ * snapshot is held at real-time priority when the machine is busy at the
+ * start (more runnable tasks than CPUs) or turns out to be (pauses over
+ * SNAP_BUSY_NS, not one alone: a virtual machine's CPU can vanish for
+ * milliseconds, idle or not), and only the copies otherwise.
+ */
+struct prio {
+	bool ok;       /* real-time priority is allowed: we hold it or may */
+	bool hold;     /* held for the waits too */
+	bool rt;       /* what we run at now */
+	unsigned slow; /* pauses over SNAP_BUSY_NS so far */
+	int old_policy;
+	struct sched_param old_param;
+};
+
+/* More runnable tasks than CPUs, besides us (/proc/loadavg's "R/T"). */
+static bool machine_busy(void)
+{
+	char buf[128];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned running = 0;
+	const char *slash;
+
+	if (procfs_read_at(AT_FDCWD, "/proc/loadavg", buf, sizeof(buf)) <= 0)
+		return false;
+	slash = strchr(buf, '/');
+	if (!slash)
+		return false;
+	while (slash > buf && slash[-1] >= '0' && slash[-1] <= '9')
+		slash--;
+	running = (unsigned)strtoul(slash, NULL, 10);
+	return cpus > 0 && running > (unsigned)cpus;
+}
+
+static void prio_set(struct prio *p, bool rt)
+{
+	struct sched_param fifo = { .sched_priority = SNAP_RT_PRIO };
+
+	if (!p->ok || p->rt == rt)
+		return;
+	if (rt)
+		p->rt = sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK,
+					   &fifo) == 0;
+	else
+		p->rt = sched_setscheduler(0, p->old_policy, &p->old_param) !=
+			0;
+}
+
+/* Takes real-time priority if allowed; p->ok says whether it was. */
+static void prio_start(struct prio *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->old_policy = sched_getscheduler(0);
+	if (p->old_policy < 0 ||
+	    (p->old_policy & ~SCHED_RESET_ON_FORK) != SCHED_OTHER ||
+	    sched_getparam(0, &p->old_param) != 0)
+		return;
+	p->ok = true;
+	prio_set(p, true);
+	p->ok = p->rt;
+	p->hold = p->ok && machine_busy();
+}
+
+static void prio_end(struct prio *p)
+{
+	prio_set(p, false);
+}
+
+/*
  * One thread: seize, interrupt, wait, copy, detach. Fills t's status.
  * Returns SNAP_ETRACED when another tracer holds it, else 0.
  */
 static int snap_one(pid_t pid, int taskfd, const struct maps *m,
-		    uint64_t deadline_ns, bool realtime, uint8_t *scratch,
+		    uint64_t deadline_ns, struct prio *prio, uint8_t *scratch,
 		    struct late *late, struct snap_thread *t, bool *group_stop)
 {
 	uint64_t t0, wait_until;
@@ -351,15 +435,15 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 	if (t->state == 'D' && t0 + SNAP_D_WAIT_NS < wait_until)
 		wait_until = t0 + SNAP_D_WAIT_NS;
 	/*
-	 * At real-time priority a yield gives the CPU to no ordinary thread:
-	 * a tracee woken on our CPU waits out the whole poll (200 us made
-	 * the median pause 220 us). A short poll catches a tracee that runs
-	 * elsewhere; then sleeping lets one on our CPU run, and its SIGCHLD
-	 * preempts whatever runs next. (1000 threads: median pause 61 us
-	 * sleeping at once, 42-48 us with 10-20 us of polling.)
+	 * Held at real-time priority, a short poll catches a tracee that
+	 * runs elsewhere (200 us of it made the median pause 220 us: a
+	 * tracee woken on our CPU waited it out); sleeping then lets one on
+	 * our CPU run, and its SIGCHLD preempts whatever runs next.
 	 */
+	prio_set(prio, prio->hold);
 	r = wait_stop(t->tid, wait_until,
-		      realtime ? SNAP_RT_SPIN_NS : SNAP_SPIN_NS, &st);
+		      prio->rt ? SNAP_RT_SPIN_NS : SNAP_SPIN_NS, &st);
+	prio_set(prio, true);
 	if (r == 0) {
 		t->status = SW_ST_TIMEOUT;
 		late->v[late->n++] = t->tid;
@@ -376,6 +460,8 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 	r = copy_thread(pid, m, t, scratch);
 	release(t->tid, st);
 	t->paused_ns = (uint32_t)(clock_now_ns() - t0);
+	if (t->paused_ns > SNAP_BUSY_NS && ++prio->slow >= SNAP_BUSY_PAUSES)
+		prio->hold = prio->ok;
 	if (r == 0)
 		r = keep_stack(t, scratch);
 	if (r != 0) {
@@ -463,33 +549,10 @@ static int add_new_threads(int taskfd, struct snap *s, size_t *added)
 	return 0;
 }
 
-/*
- * While a thread is stopped, whatever preempts us stops it longer: on a
- * busy machine a time slice of someone else's (milliseconds) lands inside
- * a pause of tens of microseconds. So the freeze runs at the lowest
- * real-time priority where the kernel allows it (root, CAP_SYS_NICE or
- * RLIMIT_RTPRIO), and goes back to the caller's policy after. A thread
- * of the target that is itself real-time still preempts us. Returns
- * whether the priority was raised.
- */
-static bool rt_raise(int *policy, struct sched_param *param)
-{
-	struct sched_param rt = { .sched_priority = SNAP_RT_PRIO };
-
-	*policy = sched_getscheduler(0);
-	if (*policy < 0 || (*policy & ~SCHED_RESET_ON_FORK) != SCHED_OTHER ||
-	    sched_getparam(0, param) != 0)
-		return false;
-	return sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) ==
-	       0;
-}
-
 int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 {
-	struct sched_param old_param;
+	struct prio prio;
 	uint8_t *scratch = NULL;
-	int old_policy;
-	bool raised;
 	struct snap *s;
 	struct maps m = { 0 };
 	struct late late = { 0 };
@@ -546,8 +609,8 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &old);
-	raised = rt_raise(&old_policy, &old_param);
-	s->realtime = raised;
+	prio_start(&prio);
+	s->realtime = prio.ok;
 	for (int pass = 0; pass < 2; pass++) {
 		pid_t *lv = realloc(late.v, s->nthreads * sizeof(*lv) + 1);
 
@@ -563,7 +626,7 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 				t->status = SW_ST_TIMEOUT;
 				continue;
 			}
-			if (snap_one(pid, taskfd, &m, deadline_ns, raised,
+			if (snap_one(pid, taskfd, &m, deadline_ns, &prio,
 				     scratch, &late, t,
 				     &s->stopped) == SNAP_ETRACED)
 				traced = true;
@@ -578,8 +641,7 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 	}
 	if (late.v)
 		late_reap(&late, deadline_ns);
-	if (raised)
-		sched_setscheduler(0, old_policy, &old_param);
+	prio_end(&prio);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	free(late.v);
 	free(scratch);
