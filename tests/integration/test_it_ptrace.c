@@ -1313,6 +1313,24 @@ static void real_check(const struct itest_daemon *d, const char *name,
 	       pr->what ? " and answers " : "", pr->what ? pr->what : "");
 }
 
+/* A server on a TCP port of ours, started from argv, checked, killed. */
+static void real_tcp(const struct itest_daemon *d, const char *const argv[],
+		     const struct probe *pr)
+{
+	pid_t pid;
+
+	if (!installed(argv[0])) {
+		TAP_SKIP("%s is not installed", argv[0]);
+		return;
+	}
+	pid = real_spawn(argv, NULL, NULL);
+	if (pid > 0 && port_ready(pid, pr->port))
+		real_check(d, argv[0], pid, pr);
+	else
+		TAP_OK(0, "%s starts on port %d", argv[0], pr->port);
+	real_stop(pid, SIGKILL);
+}
+
 static void real_redis(const struct itest_daemon *d)
 {
 	int port = free_port();
@@ -1323,19 +1341,9 @@ static void real_redis(const struct itest_daemon *d)
 		"no",		"--io-threads", "4",   NULL
 	};
 	struct probe pr = { port, "PING\r\n", "+PONG", "PING" };
-	pid_t pid;
 
-	if (!installed("redis-server")) {
-		TAP_SKIP("redis-server is not installed");
-		return;
-	}
 	snprintf(sport, sizeof(sport), "%d", port);
-	pid = real_spawn(argv, NULL, NULL);
-	if (pid > 0 && port_ready(pid, port))
-		real_check(d, "redis-server", pid, &pr);
-	else
-		TAP_OK(0, "redis-server starts on port %d", port);
-	real_stop(pid, SIGKILL);
+	real_tcp(d, argv, &pr);
 }
 
 static void real_memcached(const struct itest_daemon *d)
@@ -1346,19 +1354,9 @@ static void real_memcached(const struct itest_daemon *d)
 			       "127.0.0.1", "-p", sport,    "-U",
 			       "0",	    "-t", "4",	    NULL };
 	struct probe pr = { port, "version\r\n", "VERSION", "version" };
-	pid_t pid;
 
-	if (!installed("memcached")) {
-		TAP_SKIP("memcached is not installed");
-		return;
-	}
 	snprintf(sport, sizeof(sport), "%d", port);
-	pid = real_spawn(argv, NULL, NULL);
-	if (pid > 0 && port_ready(pid, port))
-		real_check(d, "memcached", pid, &pr);
-	else
-		TAP_OK(0, "memcached starts on port %d", port);
-	real_stop(pid, SIGKILL);
+	real_tcp(d, argv, &pr);
 }
 
 /* nginx in the foreground (our child): its master, and two workers. */
