@@ -414,6 +414,8 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 		t->status = SW_ST_EXITED;
 		return 0;
 	}
+	/* The priority for the wait, set before the pause begins. */
+	prio_set(prio, prio->hold);
 	if (ptrace(PTRACE_SEIZE, t->tid, NULL, NULL) < 0) {
 		r = -errno;
 		if (r == -ESRCH) {
@@ -440,7 +442,6 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 	 * tracee woken on our CPU waited it out); sleeping then lets one on
 	 * our CPU run, and its SIGCHLD preempts whatever runs next.
 	 */
-	prio_set(prio, prio->hold);
 	r = wait_stop(t->tid, wait_until,
 		      prio->rt ? SNAP_RT_SPIN_NS : SNAP_SPIN_NS, &st);
 	prio_set(prio, true);
