@@ -1209,6 +1209,34 @@ static struct tslot *tslot_of(const struct symctx *c, const struct sw_thread *t,
 }
 
 /*
+ * Whether ip, taken as an exact pc, lies in a signal trampoline: code
+ * whose call frame information says so (the 'S' augmentation), as
+ * libdwfl's unwinder tells. Only for modules already resolved.
+ */
+static bool in_trampoline(const struct symctx *c, uint64_t ip)
+{
+	int mi = range_find(c->ranges, c->nranges, ip);
+	const struct symmod *sm;
+	Dwarf_Frame *fr = NULL;
+	Dwarf_Addr bias, start, end;
+	Dwarf_CFI *cfi;
+	bool signalp = false;
+
+	if (mi < 0 || !c->symbols || !c->resolved[mi] || !c->mods[mi])
+		return false;
+	sm = c->mods[mi];
+	cfi = dwfl_module_eh_cfi(sm->mod, &bias);
+	if (!cfi)
+		cfi = dwfl_module_dwarf_cfi(sm->mod, &bias);
+	if (!cfi || dwarf_cfi_addrframe(cfi, ip - c->d->modules[mi].bias - bias,
+					&fr) != 0)
+		return false;
+	dwarf_frame_info(fr, &start, &end, &signalp);
+	free(fr);
+	return signalp;
+}
+
+/*
  * Builds the frames of t from its ips in c->scratch; *lookups counts the
  * ips whose symbols were looked up. 0 or -ENOMEM.
  */
@@ -1231,11 +1259,26 @@ static int build_frames(struct symctx *c, const struct sw_thread *t,
 
 		return fvec_push(v, ip, mi, off, why, NULL, 0, false);
 	}
-	for (size_t k = 0; !rc && k < t->nips; k++)
-		rc = add_ip(c, v, t->ips[k],
-			    k == 0 ? (t->flags & SW_TF_FIRST_EXACT) != 0
-				   : (t->exact[k / 64] >> (k % 64)) & 1,
-			    lookups);
+	for (size_t k = 0, after_trampoline = 0; !rc && k < t->nips; k++) {
+		bool exact = k == 0 ? (t->flags & SW_TF_FIRST_EXACT) != 0
+				    : ((t->exact[k / 64] >> (k % 64)) & 1) ||
+					      after_trampoline == k;
+		size_t at = v->n;
+
+		rc = add_ip(c, v, t->ips[k], exact, lookups);
+		/*
+		 * A frame named by nothing, looked up as a return address,
+		 * may be a signal trampoline: its address is where a handler
+		 * returns to, itself exact, and so is the interrupted pc in
+		 * the frame after it. Agents mark only their first frame.
+		 */
+		if (!rc && !exact && v->n == at + 1 && !v->f[at].function &&
+		    in_trampoline(c, t->ips[k])) {
+			v->n = at;
+			rc = add_ip(c, v, t->ips[k], true, lookups);
+			after_trampoline = k + 1;
+		}
+	}
 	/* Where libunwind was refused a read: said as a last frame. */
 	if (!rc && (t->flags & SW_TF_CUT))
 		rc = fvec_push(v, 0, -1, 0, cut, NULL, 0, false);

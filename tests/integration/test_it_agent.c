@@ -134,6 +134,62 @@ static void test_rawmask(const struct itest_daemon *d)
 	close(out);
 }
 
+/*
+ * A thread stopped in its own signal handler: the frames above the
+ * handler are the signal trampoline, named, and the interrupted code.
+ */
+static void test_inhandler(const struct itest_daemon *d)
+{
+	int out, status, k = 0, at = -1;
+	pid_t pid = spawn(d, "inhandler", NULL, &out, NULL);
+	const char *fn[64] = { NULL };
+	cJSON *j, *t, *f, *threads;
+
+	TAP_OK(itest_wait_line(out, "ready") &&
+		       itest_wait_registered(d, pid, 10000),
+	       "a program with a thread in its signal handler registered");
+	j = dump(d, pid, &status);
+	threads = j ? cJSON_GetObjectItem(j, "threads") : NULL;
+	cJSON_ArrayForEach(t, threads)
+	{
+		cJSON *nm = cJSON_GetObjectItem(t, "name");
+		cJSON *g = cJSON_GetObjectItem(t, "group"), *gr;
+
+		if (!cJSON_IsString(nm) ||
+		    strcmp(nm->valuestring, "inhandler") != 0 ||
+		    !cJSON_IsNumber(g))
+			continue;
+		cJSON_ArrayForEach(gr, cJSON_GetObjectItem(j, "groups"))
+		{
+			if (cJSON_GetObjectItem(gr, "id")->valuedouble !=
+			    g->valuedouble)
+				continue;
+			cJSON_ArrayForEach(f, cJSON_GetObjectItem(gr, "frames"))
+			{
+				cJSON *fu = cJSON_GetObjectItem(f, "function");
+
+				if (k < 64)
+					fn[k++] = cJSON_IsString(fu)
+							  ? fu->valuestring
+							  : "??";
+			}
+		}
+	}
+	for (int i = 0; i + 1 < k; i++)
+		if (strcmp(fn[i], "in_handler_wait") == 0)
+			at = i + 1;
+	TAP_OK(status == 200 && at > 0 && at + 1 < k &&
+		       strcmp(fn[at], "__restore_rt") == 0 &&
+		       strcmp(fn[at + 1], "??") != 0,
+	       "above its handler: the signal trampoline by name (%s), then "
+	       "the code it interrupted (%s)",
+	       at > 0 && at < k ? fn[at] : "-",
+	       at > 0 && at + 1 < k ? fn[at + 1] : "-");
+	cJSON_Delete(j);
+	itest_kill(pid);
+	close(out);
+}
+
 /* A string field of pid's entry in a /api/v1/targets answer, or "". */
 static const char *target_field(cJSON *targets, pid_t pid, const char *name)
 {
@@ -379,6 +435,7 @@ int main(void)
 	}
 	test_sigwait(&d);
 	test_rawmask(&d);
+	test_inhandler(&d);
 	test_fork(&d);
 	test_exec(&d);
 	test_reset(&d);
