@@ -18,7 +18,7 @@ PKG_CONFIG ?= pkg-config
 
 # libunwind is loaded at run time (src/collector/signal/unwind.c): headers
 # only here.
-LIB_PKGS  := libdw liblzma libcjson
+LIB_PKGS  := libdw liblzma libcjson libprotobuf-c zlib
 PKGS      := libunwind $(LIB_PKGS) libmicrohttpd libsystemd libcurl
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
              -Wpointer-arith -Wvla -Wwrite-strings -Wformat=2
@@ -32,7 +32,7 @@ PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(LIB_PKGS) 2>/dev/null)
 SW_CFLAGS := -std=gnu11 $(OPT) -fPIC -pthread $(WARN) \
              $(if $(WERROR),-Werror) \
              $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer) \
-             -Iinclude -Isrc $(PKG_CFLAGS) $(CFLAGS)
+             -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS) $(CFLAGS)
 SW_LDFLAGS := -pthread $(if $(SANITIZE),-fsanitize=$(SANITIZE)) $(LDFLAGS)
 SW_LIBS    = $(PKG_LIBS) -ldl
 
@@ -47,7 +47,10 @@ COLLECTOR_SRCS := $(sort $(wildcard src/collector/signal/*.c src/collector/*.c))
 MODEL_SRCS := $(sort $(wildcard src/model/*.c))
 LIB_SRCS  := $(COLLECTOR_SRCS) $(MODEL_SRCS) \
              $(sort $(wildcard src/snapshot/*.c src/symbols/*.c src/render/*.c src/api/*.c))
-LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o)
+# The pprof schema (src/render/profile.proto) is compiled by protoc-c.
+PROTO_C   := $(BUILD)/gen/render/profile.pb-c.c
+PROTO_H   := $(PROTO_C:.c=.h)
+LIB_OBJS  := $(LIB_SRCS:src/%.c=$(BUILD)/obj/%.o) $(PROTO_C:.c=.o)
 SONAME    := libstackwatch.so.0
 
 # The agent is the collector plus the model (no symbolizer: the daemon
@@ -107,6 +110,18 @@ $(DEPS_STAMP): scripts/deps.sh
 $(BUILD)/obj/%.o: src/%.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(PROTO_C): src/render/profile.proto | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	protoc-c --proto_path=src --c_out=$(BUILD)/gen src/render/profile.proto
+
+$(PROTO_H): $(PROTO_C)
+
+$(PROTO_C:.c=.o): $(PROTO_C) $(PROTO_H)
+	$(CC) $(SW_CFLAGS) -c -o $@ $<
+
+# Whatever includes the generated header waits for it.
+$(BUILD)/obj/render/pprof.o: $(PROTO_H)
 
 $(BUILD)/libstackwatch.so: $(LIB_OBJS) src/api/libstackwatch.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -Wl,-z,now \
@@ -306,13 +321,13 @@ ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(SEC_SRCS) $(FIX_C) $(FIX_CXX) \
 ALL_H := $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/unit/*.h \
          tests/integration/*.h tests/security/*.h)
 
-lint:
+lint: $(PROTO_H)
 	@sh scripts/deps.sh lint
 	cppcheck --quiet --error-exitcode=1 --inline-suppr --std=c11 \
 	    --enable=warning,performance,portability \
-	    --suppress=missingIncludeSystem -Iinclude -Isrc src
+	    --suppress=missingIncludeSystem -Iinclude -Isrc -I$(BUILD)/gen src
 	clang-tidy --quiet $(LIB_SRCS) $(wildcard src/agent/*.c src/daemon/*.c \
-	    src/cli/*.c) -- -std=gnu11 -Iinclude -Isrc $(PKG_CFLAGS)
+	    src/cli/*.c) -- -std=gnu11 -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
 
 format:
 	clang-format -i $(ALL_C) $(ALL_H)

@@ -8,12 +8,14 @@
 set -eu
 
 build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev liblzma-dev \
-libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev"
+libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
+protobuf-c-compiler libprotobuf-c-dev zlib1g-dev"
 # clang: the libFuzzer pass; prometheus: promtool checks /metrics;
 # strace: proves the daemon sends no signal; curl: the README's examples;
 # nginx-light: a real daemonizing server under the agent; python3: a real
 # program of another user (tests/integration/users.sh).
-testtools="clang strace prometheus curl nginx-light python3"
+# golang-go: `go tool pprof` decodes the pprof endpoints.
+testtools="clang strace prometheus curl nginx-light python3 golang-go"
 # chromium, nodejs, npm: the browser test of the page (tests/web); a
 # NodeSource nodejs carries its own npm and conflicts with Debian's.
 web="chromium nodejs"

@@ -38,6 +38,7 @@
 #include "processes.h"
 #include "ptracer.h"
 #include "query.h"
+#include "render/pprof.h"
 #include "render/render.h"
 #include "web.h"
 
@@ -180,6 +181,7 @@ static const char *const content_types[] = {
 	[QUERY_JSON] = "application/json",
 	[QUERY_TEXT] = "text/plain; charset=utf-8",
 	[QUERY_FOLDED] = "text/plain; charset=utf-8",
+	[QUERY_PPROF] = "application/octet-stream",
 };
 
 static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
@@ -303,6 +305,8 @@ static void get_args(struct MHD_Connection *c, struct query_args *a)
 	a->symbols = arg(c, "symbols");
 	a->timeout_ms = arg(c, "timeout_ms");
 	a->since = arg(c, "since");
+	a->seconds = arg(c, "seconds");
+	a->debug = arg(c, "debug");
 	a->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
 }
 
@@ -601,17 +605,62 @@ static enum MHD_Result send_cross_site(struct MHD_Connection *c,
 			  "this request (Sec-Fetch-Site, Origin)");
 }
 
+/*
+ * The targets a request names: pid's (0: every target the requester may
+ * see) into *ts, *n (freed with registry_put_all()). false when the
+ * answer is already sent into *ret: 422 for a zombie, 404 for a pid the
+ * requester may not see (never a 403: that would say it exists).
+ */
+static bool targets_of(struct http *h, struct MHD_Connection *c,
+		       const struct access *acc, pid_t pid,
+		       enum query_format fmt, struct target ***ts, size_t *n,
+		       enum MHD_Result *ret)
+{
+	struct target *t;
+	char why[256];
+
+	*ts = NULL;
+	*n = 0;
+	if (!pid) {
+		if (access_list(h->reg, acc, ts, n) == 0)
+			return true;
+		*ret = send_error(c, 500, fmt, "out of memory");
+		return false;
+	}
+	t = access_get_process(h->reg, acc, pid);
+	if (!t && zombie_seen(acc, pid)) {
+		snap_why(pid, SNAP_EZOMBIE, 0, why, sizeof(why));
+		*ret = send_error(c, 422, fmt, why);
+		return false;
+	}
+	if (!t) {
+		snprintf(why, sizeof(why),
+			 "pid %d is not a process you may see", (int)pid);
+		*ret = send_error(c, MHD_HTTP_NOT_FOUND, fmt, why);
+		return false;
+	}
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	*ts = malloc(sizeof(**ts));
+	if (!*ts) {
+		target_put(t);
+		*ret = send_error(c, 500, fmt, "out of memory");
+		return false;
+	}
+	(*ts)[0] = t;
+	*n = 1;
+	return true;
+}
+
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct access *acc,
 				     enum query_format dflt)
 {
 	struct query_stacks rq;
 	struct query_args a;
-	struct target **ts, *t;
+	struct target **ts;
 	enum MHD_Result ret;
 	const char *bad;
 	size_t n;
-	char why[256];
 
 	get_args(c, &a);
 	bad = query_parse_stacks(&a, dflt, h->timeout_ms, &rq);
@@ -622,32 +671,119 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 	/* The page itself signals nothing; its data requests do. */
 	if (rq.format != QUERY_HTML && cross_site(c))
 		return send_cross_site(c, rq.format);
-	if (rq.pid) {
-		/* One the requester may not see is not found: never 403. */
-		t = access_get_process(h->reg, acc, rq.pid);
-		if (!t && zombie_seen(acc, rq.pid)) {
-			snap_why(rq.pid, SNAP_EZOMBIE, 0, why, sizeof(why));
-			return send_error(c, 422, rq.format, why);
-		}
-		if (!t) {
-			snprintf(why, sizeof(why),
-				 "pid %d is not a process you may see",
-				 (int)rq.pid);
-			return send_error(c, MHD_HTTP_NOT_FOUND, rq.format,
-					  why);
-		}
-		if (rq.format == QUERY_HTML)
-			ret = handle_static(c, "index.html");
-		else
-			ret = answer_stacks(h, c, &rq, &t, 1, false);
-		target_put(t);
+	if (!targets_of(h, c, acc, rq.pid, rq.format, &ts, &n, &ret))
+		return ret;
+	if (rq.format == QUERY_HTML)
+		ret = handle_static(c, "index.html");
+	else
+		ret = answer_stacks(h, c, &rq, ts, n, rq.pid == 0);
+	registry_put_all(ts, n);
+	return ret;
+}
+
+/*
+ * Sends a pprof profile (gzipped protobuf, made by the caller) as Go's
+ * net/http/pprof does: application/octet-stream, an attachment named
+ * after the profile.
+ */
+static enum MHD_Result send_pprof(struct MHD_Connection *c, const char *name,
+				  void *body, size_t len)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char disp[96];
+
+	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	snprintf(disp, sizeof(disp), "attachment; filename=\"%s.pb.gz\"", name);
+	MHD_add_response_header(r, "Content-Type", content_types[QUERY_PPROF]);
+	MHD_add_response_header(r, "Content-Disposition", disp);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/*
+ * /debug/pprof/goroutine and /debug/pprof/threads (type is the last part
+ * of the path): the stacks of every target the requester may see, or of
+ * ?pid=N, as a count profile (pprof.h), the way Go serves its goroutine
+ * profile; ?debug=1 or 2 answers the text format instead. With several
+ * targets, one whose dump fails is left out of the profile; with ?pid=
+ * its failure is the answer, as on /api/v1/stacks.
+ */
+static enum MHD_Result handle_pprof_count(struct http *h,
+					  struct MHD_Connection *c,
+					  const struct access *acc,
+					  const char *type)
+{
+	struct query_pprof rq;
+	struct query_args a;
+	struct target **ts;
+	struct sdump **sds = NULL;
+	const struct sw_dump **ds = NULL;
+	enum MHD_Result ret;
+	const char *bad;
+	int *rcs = NULL, rc;
+	size_t n, k = 0, len;
+	void *body;
+	char why[256];
+
+	get_args(c, &a);
+	bad = query_parse_pprof(&a, h->timeout_ms, &rq);
+	if (bad)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_TEXT, bad);
+	if (cross_site(c))
+		return send_cross_site(c, QUERY_TEXT);
+	if (!targets_of(h, c, acc, rq.pid, QUERY_TEXT, &ts, &n, &ret))
+		return ret;
+	if (rq.format == QUERY_TEXT) {
+		struct query_stacks qs = { rq.pid, QUERY_TEXT, true,
+					   rq.timeout_ms };
+
+		ret = answer_stacks(h, c, &qs, ts, n, rq.pid == 0);
+		registry_put_all(ts, n);
 		return ret;
 	}
-	if (rq.format == QUERY_HTML)
-		return handle_static(c, "index.html");
-	if (access_list(h->reg, acc, &ts, &n) < 0)
-		return send_error(c, 500, rq.format, "out of memory");
-	ret = answer_stacks(h, c, &rq, ts, n, true);
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	sds = calloc(n ? n : 1, sizeof(*sds));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	ds = calloc(n ? n : 1, sizeof(*ds));
+	rcs = calloc(n ? n : 1, sizeof(*rcs));
+	if (!sds || !ds || !rcs) {
+		ret = send_error(c, 500, QUERY_TEXT, "out of memory");
+		goto out;
+	}
+	if (n == 1)
+		rcs[0] = stacks_get(h->st, ts[0], rq.timeout_ms, &sds[0]);
+	else
+		stacks_get_many(h->st, ts, n, rq.timeout_ms, sds, rcs);
+	for (size_t i = 0; i < n; i++)
+		if (rcs[i] == 0)
+			ds[k++] = sds[i]->d;
+	if (rq.pid && rcs[0] < 0) {
+		ret = send_error(c, status_of(rcs[0]), QUERY_TEXT,
+				 reason_of(rcs[0], why, sizeof(why), rq.pid));
+		goto out;
+	}
+	rc = render_pprof_count(ds, k, type, &body, &len);
+	if (rc < 0) {
+		ret = send_error(c, 500, QUERY_TEXT,
+				 render_failure(rc, why, sizeof(why),
+						rq.pid ? rq.pid : 0));
+		goto out;
+	}
+	ret = send_pprof(c, type, body, len);
+out:
+	for (size_t i = 0; sds && i < n; i++)
+		sdump_put(sds[i]);
+	free(sds);
+	free(ds);
+	free(rcs);
 	registry_put_all(ts, n);
 	return ret;
 }
@@ -997,6 +1133,10 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_diff(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c);
+	if (strcmp(url, "/debug/pprof/goroutine") == 0)
+		return handle_pprof_count(h, c, &acc, "goroutine");
+	if (strcmp(url, "/debug/pprof/threads") == 0)
+		return handle_pprof_count(h, c, &acc, "threads");
 	return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
 			  "no such endpoint");
 }

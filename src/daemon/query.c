@@ -113,3 +113,36 @@ const char *query_parse_diff(const struct query_args *a, int default_timeout_ms,
 		return "timeout_ms must be an integer from 1 to 10000";
 	return NULL;
 }
+
+const char *query_parse_pprof(const struct query_args *a,
+			      int default_timeout_ms, struct query_pprof *q)
+{
+	long v;
+
+	q->pid = 0;
+	q->format = QUERY_PPROF;
+	q->timeout_ms = default_timeout_ms;
+	q->seconds = 30;
+	if (a->debug) {
+		v = parse_num(a->debug);
+		if (v < 0 || v > 2)
+			return "debug must be 0, 1 or 2";
+		if (v > 0)
+			q->format = QUERY_TEXT;
+	}
+	if (a->pid) {
+		v = parse_num(a->pid);
+		if (v <= 0)
+			return "pid must be a positive integer";
+		q->pid = (pid_t)v;
+	}
+	if (a->seconds) {
+		v = parse_num(a->seconds);
+		if (v < 1 || v > QUERY_MAX_SECONDS)
+			return "seconds must be an integer from 1 to 300";
+		q->seconds = (int)v;
+	}
+	if (!parse_timeout(a->timeout_ms, &q->timeout_ms))
+		return "timeout_ms must be an integer from 1 to 10000";
+	return NULL;
+}

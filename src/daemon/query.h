@@ -16,7 +16,16 @@
 #define QUERY_MAX_TIMEOUT_MS 10000
 #define QUERY_MAX_SINCE_S 86400
 
-enum query_format { QUERY_HTML, QUERY_JSON, QUERY_TEXT, QUERY_FOLDED };
+enum query_format {
+	QUERY_HTML,
+	QUERY_JSON,
+	QUERY_TEXT,
+	QUERY_FOLDED,
+	QUERY_PPROF /* gzipped protobuf (/debug/pprof/) */
+};
+
+/* The longest profile /debug/pprof/profile takes, in seconds. */
+#define QUERY_MAX_SECONDS 300
 
 /* The raw values of a request: NUL-terminated, NULL when absent. */
 struct query_args {
@@ -25,7 +34,9 @@ struct query_args {
 	const char *symbols;
 	const char *timeout_ms;
 	const char *since;
-	const char *accept; /* the Accept header */
+	const char *seconds; /* /debug/pprof/profile */
+	const char *debug;   /* /debug/pprof/: 0 protobuf, 1 or 2 text */
+	const char *accept;  /* the Accept header */
 };
 
 /* What a stacks request (/stacks, /api/v1/stacks) asked for. */
@@ -41,6 +52,14 @@ struct query_diff {
 	pid_t pid;
 	double since; /* seconds */
 	int timeout_ms;
+};
+
+/* What a /debug/pprof/ request asked for. */
+struct query_pprof {
+	pid_t pid;		  /* 0: every target */
+	enum query_format format; /* QUERY_PPROF, or QUERY_TEXT for debug */
+	int timeout_ms;
+	int seconds; /* profiles: 1 to QUERY_MAX_SECONDS, default 30 */
 };
 
 /*
@@ -62,5 +81,15 @@ const char *query_parse_stacks(const struct query_args *a,
  */
 const char *query_parse_diff(const struct query_args *a, int default_timeout_ms,
 			     struct query_diff *q);
+
+/*
+ * Reads a /debug/pprof/ request: pid (optional, a positive integer),
+ * timeout_ms (as above), seconds (1 to QUERY_MAX_SECONDS, default 30),
+ * debug (0: the protobuf; 1 or 2: the text format, as Go's debug
+ * levels are read by people). Returns NULL with *q filled, or the
+ * reason the request is invalid.
+ */
+const char *query_parse_pprof(const struct query_args *a,
+			      int default_timeout_ms, struct query_pprof *q);
 
 #endif /* SWD_QUERY_H */

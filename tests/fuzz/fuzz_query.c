@@ -54,6 +54,10 @@ static void split(char *buf, struct query_args *a)
 			take(&a->timeout_ms, value);
 		else if (strcmp(kv, "since") == 0)
 			take(&a->since, value);
+		else if (strcmp(kv, "seconds") == 0)
+			take(&a->seconds, value);
+		else if (strcmp(kv, "debug") == 0)
+			take(&a->debug, value);
 	}
 }
 
@@ -97,6 +101,23 @@ static void check_diff(const struct query_args *a)
 		abort();
 }
 
+static void check_pprof(const struct query_args *a)
+{
+	struct query_pprof q;
+	const char *why = query_parse_pprof(a, 1000, &q);
+
+	if (why) {
+		check_reason(why);
+		return;
+	}
+	if (q.pid < 0 || (q.pid == 0 && a->pid) || q.timeout_ms < 1 ||
+	    q.timeout_ms > QUERY_MAX_TIMEOUT_MS || q.seconds < 1 ||
+	    q.seconds > QUERY_MAX_SECONDS || (!a->seconds && q.seconds != 30) ||
+	    (q.format != QUERY_PPROF && q.format != QUERY_TEXT) ||
+	    (!a->debug && q.format != QUERY_PPROF))
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct query_args a;
@@ -111,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_stacks(&a, QUERY_HTML);
 	check_stacks(&a, QUERY_JSON);
 	check_diff(&a);
+	check_pprof(&a);
 	free(buf);
 	return 0;
 }

@@ -31,13 +31,14 @@ for f in stackwatchd libstackwatch-agent.so fixtures/workload; do
 	fi
 done
 
-if [ ! -d "$web/node_modules/playwright-core" ]; then
+if [ ! -d "$web/node_modules/playwright-core" ] ||
+	[ ! -d "$web/node_modules/pprof-format" ]; then
 	log=$(mktemp) || exit 1
 	if ! npm ci --prefix "$web" --no-audit --no-fund --prefer-offline \
 		>"$log" 2>&1; then
 		sed 's/^/# /' "$log"
 		rm -f "$log"
-		echo "not ok - npm ci in tests/web installs playwright-core"
+		echo "not ok - npm ci in tests/web installs playwright-core and pprof-format"
 		exit 1
 	fi
 	rm -f "$log"

@@ -15,9 +15,13 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
+#include <zlib.h>
 
 #include "model/dump.h"
+#include "model/utf8.h"
 #include "render/group.h"
+#include "render/pprof.h"
+#include "render/profile.pb-c.h"
 #include "render/render.h"
 #include "stackwatch.h"
 #include "tap.h"
@@ -793,6 +797,258 @@ static void test_empty(void)
 	sw_dump_free(d);
 }
 
+/* ------------------------------------------------------------- pprof */
+
+/* The profile in gz (n bytes), inflated and unpacked; NULL if invalid. */
+static Perftools__Profiles__Profile *unpack_gz(const void *gz, size_t n)
+{
+	Perftools__Profiles__Profile *p = NULL;
+	z_stream z;
+	size_t cap = 1 << 20;
+	uint8_t *buf = malloc(cap);
+
+	memset(&z, 0, sizeof(z));
+	if (!buf || inflateInit2(&z, 16 + 15) != Z_OK) {
+		free(buf);
+		return NULL;
+	}
+	z.next_in = (Bytef *)gz;
+	z.avail_in = (uInt)n;
+	z.next_out = buf;
+	z.avail_out = (uInt)cap;
+	if (inflate(&z, Z_FINISH) == Z_STREAM_END)
+		p = perftools__profiles__profile__unpack(NULL, z.total_out,
+							 buf);
+	inflateEnd(&z);
+	free(buf);
+	return p;
+}
+
+static bool valid_utf8(const char *s)
+{
+	uint32_t cp;
+
+	for (size_t k; *s; s += k)
+		if (!(k = utf8_seq((const unsigned char *)s, &cp)))
+			return false;
+	return true;
+}
+
+static const char *pstr(const Perftools__Profiles__Profile *p, int64_t i)
+{
+	return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i]
+						       : NULL;
+}
+
+static const char *plabel(const Perftools__Profiles__Profile *p,
+			  const Perftools__Profiles__Sample *s, const char *key)
+{
+	for (size_t i = 0; i < s->n_label; i++) {
+		const char *k = pstr(p, s->label[i]->key);
+
+		if (k && strcmp(k, key) == 0)
+			return pstr(p, s->label[i]->str);
+	}
+	return NULL;
+}
+
+static const Perftools__Profiles__Location *ploc(
+	const Perftools__Profiles__Profile *p, uint64_t id)
+{
+	for (size_t i = 0; i < p->n_location; i++)
+		if (p->location[i]->id == id)
+			return p->location[i];
+	return NULL;
+}
+
+static const char *pfunc(const Perftools__Profiles__Profile *p, uint64_t id)
+{
+	for (size_t i = 0; i < p->n_function; i++)
+		if (p->function[i]->id == id)
+			return pstr(p, p->function[i]->name);
+	return NULL;
+}
+
+static const Perftools__Profiles__Mapping *pmap(
+	const Perftools__Profiles__Profile *p, uint64_t id)
+{
+	for (size_t i = 0; i < p->n_mapping; i++)
+		if (p->mapping[i]->id == id)
+			return p->mapping[i];
+	return NULL;
+}
+
+/* Every id referenced is defined and nonzero; every string valid. */
+static bool pprof_consistent(const Perftools__Profiles__Profile *p)
+{
+	bool ok = p->n_string_table > 0 && strcmp(p->string_table[0], "") == 0;
+
+	for (size_t i = 0; ok && i < p->n_string_table; i++)
+		ok = valid_utf8(p->string_table[i]);
+	for (size_t i = 0; ok && i < p->n_sample; i++) {
+		const Perftools__Profiles__Sample *s = p->sample[i];
+
+		ok = s->n_value == p->n_sample_type;
+		for (size_t k = 0; ok && k < s->n_location_id; k++)
+			ok = s->location_id[k] && ploc(p, s->location_id[k]);
+		for (size_t k = 0; ok && k < s->n_label; k++)
+			ok = pstr(p, s->label[k]->key) &&
+			     pstr(p, s->label[k]->str);
+	}
+	for (size_t i = 0; ok && i < p->n_location; i++) {
+		const Perftools__Profiles__Location *l = p->location[i];
+
+		ok = l->id && pmap(p, l->mapping_id);
+		for (size_t k = 0; ok && k < l->n_line; k++)
+			ok = pfunc(p, l->line[k]->function_id) != NULL;
+	}
+	for (size_t i = 0; ok && i < p->n_mapping; i++)
+		ok = p->mapping[i]->id && pstr(p, p->mapping[i]->filename) &&
+		     *pstr(p, p->mapping[i]->filename);
+	return ok;
+}
+
+/* The sample whose labels say thread name (and state). */
+static const Perftools__Profiles__Sample *sample_of(
+	const Perftools__Profiles__Profile *p, const char *name)
+{
+	for (size_t i = 0; i < p->n_sample; i++) {
+		const char *n = plabel(p, p->sample[i], "thread");
+
+		if (n && strcmp(n, name) == 0)
+			return p->sample[i];
+	}
+	return NULL;
+}
+
+static void test_pprof(void)
+{
+	struct sw_dump *d = make_dump();
+	const struct sw_dump *ds[1] = { d };
+	Perftools__Profiles__Profile *p = NULL;
+	const Perftools__Profiles__Sample *s;
+	const Perftools__Profiles__Location *l;
+	const Perftools__Profiles__Mapping *m;
+	struct pprof *b;
+	void *gz = NULL;
+	size_t n = 0;
+	int64_t total = 0;
+
+	/* A name that is not UTF-8, as a target may set it. */
+	snprintf(d->threads[1].name, sizeof(d->threads[1].name),
+		 "w\xff"
+		 "3");
+	d->modules[0].build_id_len = 4;
+	memcpy(d->modules[0].build_id, "\x01\xab\xcd\xef", 4);
+	TAP_OK(group_dump(d) == 0, "pprof: grouped");
+	TAP_OK(render_pprof_count(ds, 1, "goroutine", &gz, &n) == 0 && n > 20,
+	       "pprof: a count profile is made");
+	TAP_OK(gz && ((uint8_t *)gz)[0] == 0x1f && ((uint8_t *)gz)[1] == 0x8b,
+	       "pprof: gzip");
+	p = gz ? unpack_gz(gz, n) : NULL;
+	TAP_OK(p != NULL, "pprof: inflates and unpacks with the schema");
+	if (!p) {
+		free(gz);
+		sw_dump_free(d);
+		return;
+	}
+	TAP_OK(pprof_consistent(p),
+	       "pprof: \"\" first, ids nonzero and defined, strings UTF-8");
+	TAP_OK(p->n_sample_type == 1 &&
+		       !strcmp(pstr(p, p->sample_type[0]->type), "goroutine") &&
+		       !strcmp(pstr(p, p->sample_type[0]->unit), "count") &&
+		       p->period_type && p->period == 1 &&
+		       !strcmp(pstr(p, p->period_type->type), "goroutine"),
+	       "pprof: sample and period type goroutine/count, period 1");
+	TAP_OK(p->time_nanos == 1796005800123456789LL,
+	       "pprof: the time is the dump's");
+	for (size_t i = 0; i < p->n_sample; i++)
+		total += p->sample[i]->value[0];
+	TAP_OK(total == 7, "pprof: 7 ok threads counted (got %lld)",
+	       (long long)total);
+	/* worker-1 and worker-2 share a stack but not a name: two samples. */
+	TAP_OK(p->n_sample == 7,
+	       "pprof: a group splits where names differ (%zu samples)",
+	       p->n_sample);
+	s = sample_of(p, "w?3");
+	TAP_OK(s && s->value[0] == 1 && !strcmp(plabel(p, s, "pid"), "4242") &&
+		       !strcmp(plabel(p, s, "comm"), "myserver") &&
+		       !strcmp(plabel(p, s, "state"), "S") && s->n_label == 4,
+	       "pprof: labels pid, comm, thread (bad byte as ?), state");
+	l = s && s->n_location_id == 4 ? ploc(p, s->location_id[1]) : NULL;
+	TAP_OK(l && l->address == 0x55d0c0c6a6dbULL && l->n_line == 1 &&
+		       !strcmp(pfunc(p, l->line[0]->function_id),
+			       "worker_wait") &&
+		       l->line[0]->line == 40,
+	       "pprof: a location has its address, function and line");
+	m = l ? pmap(p, l->mapping_id) : NULL;
+	TAP_OK(m && !strcmp(pstr(p, m->filename), exe) &&
+		       !strcmp(pstr(p, m->build_id), "01abcdef") &&
+		       m->memory_start == EXE_BIAS && m->has_functions,
+	       "pprof: its mapping has the module's path and build-id");
+	s = sample_of(p, "spinner-1");
+	l = s && s->n_location_id == 1 ? ploc(p, s->location_id[0]) : NULL;
+	TAP_OK(l && l->n_line == 2 &&
+		       !strcmp(pfunc(p, l->line[0]->function_id),
+			       "spin_once") &&
+		       !strcmp(pfunc(p, l->line[1]->function_id), "spin_loop"),
+	       "pprof: an inlined frame is a line of its caller's location, "
+	       "innermost first");
+	s = sample_of(p, "raw");
+	l = s && s->n_location_id == 2 ? ploc(p, s->location_id[0]) : NULL;
+	m = l ? pmap(p, l->mapping_id) : NULL;
+	TAP_OK(l && l->n_line == 0 && m &&
+		       !strcmp(pstr(p, m->filename), "[unknown]") &&
+		       m->memory_start <= 0x1234 && m->memory_limit > 0x1234,
+	       "pprof: a frame outside every module has an [unknown] mapping");
+	perftools__profiles__profile__free_unpacked(p, NULL);
+	free(gz);
+
+	/* The builder merges equal stacks and labels, summing values. */
+	{
+		const char *const types[2][2] = { { "samples", "count" },
+						  { "wall", "nanoseconds" } };
+		const char *const period[2] = { "wall", "nanoseconds" };
+		const int64_t v[2] = { 1, 50000000 };
+		struct pprof_label lab = { "thread", "x" };
+		struct pprof_label many[PPROF_MAX_LABELS + 1];
+
+		b = pprof_new(types, 2, period, 50000000);
+		TAP_OK(b && pprof_add(b, d, &d->threads[1], v, &lab, 1) == 0 &&
+			       pprof_add(b, d, &d->threads[1], v, &lab, 1) ==
+				       0 &&
+			       pprof_nsamples(b) == 1,
+		       "pprof: the same stack and labels are one sample");
+		for (size_t i = 0; i < PPROF_MAX_LABELS + 1; i++)
+			many[i] = lab;
+		TAP_OK(b && pprof_add(b, d, &d->threads[1], v, many,
+				      PPROF_MAX_LABELS + 1) == -EINVAL,
+		       "pprof: too many labels are refused");
+		gz = NULL;
+		p = b && pprof_finish(b, &gz, &n) == 0 ? unpack_gz(gz, n)
+						       : NULL;
+		TAP_OK(p && p->n_sample == 1 && p->sample[0]->n_value == 2 &&
+			       p->sample[0]->value[0] == 2 &&
+			       p->sample[0]->value[1] == 100000000 &&
+			       !strcmp(pstr(p, p->default_sample_type), "wall"),
+		       "pprof: values summed, two sample types");
+		if (p)
+			perftools__profiles__profile__free_unpacked(p, NULL);
+		free(gz);
+		pprof_free(b);
+	}
+	/* No dump at all: a valid, empty profile. */
+	gz = NULL;
+	TAP_OK(render_pprof_count(NULL, 0, "threads", &gz, &n) == 0 &&
+		       (p = unpack_gz(gz, n)) && p->n_sample == 0 &&
+		       pprof_consistent(p),
+	       "pprof: no dumps, an empty profile");
+	if (p)
+		perftools__profiles__profile__free_unpacked(p, NULL);
+	free(gz);
+	sw_dump_free(d);
+}
+
 int main(void)
 {
 	struct sw_dump *d = make_dump();
@@ -810,5 +1066,6 @@ int main(void)
 	test_text_edges();
 	test_text_disguise();
 	test_empty();
+	test_pprof();
 	return tap_done();
 }

@@ -20,14 +20,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { BUILD, Harness, root } from './harness.mjs';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BUILD = path.resolve(root, process.env.BUILD || 'build');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = path.join(BUILD, 'web');
 const RENDER_LIMIT_MS = 1000;
@@ -37,52 +34,14 @@ const TIMING = process.env.SW_WEB_TIMING === '1';
 const waiterLine = readFileSync(path.join(root, 'tests/fixtures/workload.cc'), 'utf8')
   .split('\n').findIndex((l) => l.includes('/* @waiter_wait */')) + 1;
 
-const tmp = mkdtempSync(path.join(tmpdir(), 'sw-web-'));
-const socket = path.join(tmp, 'agent.sock');
-const children = [];
+const h = new Harness();
+const children = h.children;
 let base; // http://127.0.0.1:PORT
 let browser;
 let context; // with clipboard permissions
 const small = {}; // the 64-waiter workload: pid, json
 const big = {}; // the 1000-waiter workload: pid
 const consoleErrors = [];
-let stopping = false; // after(): children exit as told
-
-// Runs cmd; resolves with the child once a line of its stream matches re
-// (and the match), rejects on exit or after ms.
-function startUntil(cmd, args, env, stream, re, ms) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.push(child);
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`${cmd}: no ${re} within ${ms} ms:\n${seen}`)), ms);
-    child[stream].setEncoding('utf8');
-    child[stream].on('data', (chunk) => {
-      seen = (seen + chunk).slice(-65536);
-      const m = seen.match(re);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, m, seen });
-      }
-    });
-    child.on('exit', (code, sig) => {
-      clearTimeout(timer);
-      if (!stopping) {
-        const tail = seen.split('\n').slice(-20).map((l) => `#   ${l}`).join('\n');
-        console.log(`# ${path.basename(cmd)} exited (${code ?? sig}):\n${tail}`);
-      }
-      reject(new Error(`${cmd} exited (${code ?? sig}) before ${re}:\n${seen}`));
-    });
-  });
-}
-
-async function startWorkload(args) {
-  const { seen } = await startUntil(path.join(BUILD, 'fixtures/workload'), ['serve', ...args], {
-    LD_PRELOAD: path.join(BUILD, 'libstackwatch-agent.so'),
-    STACKWATCH_SOCKET: socket,
-  }, 'stdout', /^ready$/m, 60000);
-  return Number(seen.match(/^pid (\d+)$/m)[1]);
-}
 
 async function getJSON(p) {
   const res = await fetch(base + p, { headers: { Accept: 'application/json' } });
@@ -90,14 +49,7 @@ async function getJSON(p) {
   return res.json();
 }
 
-async function waitRegistered(pids) {
-  for (let i = 0; i < 200; i++) {
-    const { targets } = await getJSON('/api/v1/targets');
-    if (pids.every((pid) => targets.some((t) => t.pid === pid))) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`pids ${pids} did not register`);
-}
+const waitRegistered = (pids) => h.registered(pids);
 
 // A new page at url (a path), rendered; console errors are collected.
 async function open(url, { strict = true } = {}) {
@@ -129,12 +81,9 @@ async function goto(page, url) {
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  const d = await startUntil(path.join(BUILD, 'stackwatchd'), ['--listen', '127.0.0.1:0',
-    '--agent-socket', socket, '--config', '/dev/null', '--sample-interval', '0'],
-  {}, 'stderr', /listening on (http:\/\/127\.0\.0\.1:\d+)/, 10000);
-  base = d.m[1];
-  small.pid = await startWorkload([]);
-  big.pid = await startWorkload(['--waiters', '1000']);
+  base = await h.daemon(['--sample-interval', '0']);
+  small.pid = await h.workload([]);
+  big.pid = await h.workload(['--waiters', '1000']);
   await waitRegistered([small.pid, big.pid]);
   small.json = await getJSON(`/api/v1/stacks?pid=${small.pid}`);
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
@@ -143,17 +92,8 @@ before(async () => {
 });
 
 after(async () => {
-  stopping = true;
   if (browser) await browser.close();
-  for (const c of children.reverse()) {
-    if (c.exitCode === null && c.signalCode === null) {
-      const gone = new Promise((r) => c.once('exit', r));
-      c.kill('SIGTERM');
-      await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
-      if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    }
-  }
-  rmSync(tmp, { recursive: true, force: true });
+  await h.stop();
 });
 
 // The texts of the elements matching sel that are visible.
@@ -401,8 +341,8 @@ test('names that would disguise the page are shown escaped', async () => {
   // A right-to-left override, a C1 control, a zero-width space and an
   // isolate in the comm, the command line and the thread name.
   const name = 'evil\u202egnp.exe\u0085\u200b\u2066x';
-  const { child, seen } = await startUntil(path.join(BUILD, 'fixtures/hostile_agent'),
-    [socket, 'name', name], {}, 'stdout', /^ready$/m, 10000);
+  const { child, seen } = await h.startUntil(path.join(BUILD, 'fixtures/hostile_agent'),
+    [h.socket, 'name', name], {}, 'stdout', /^ready$/m, 10000);
   try {
     await waitRegistered([child.pid]);
     const shown = 'evil\\u202egnp.exe\\u0085\\u200b\\u2066x';
