@@ -36,9 +36,11 @@
 #include "watch.h"
 #include "model/procfs.h"
 #include "processes.h"
+#include "profile.h"
 #include "ptracer.h"
 #include "query.h"
 #include "render/pprof.h"
+#include "scheduler.h"
 #include "render/render.h"
 #include "web.h"
 
@@ -76,6 +78,7 @@ struct http {
 	char *const *allow_hosts; /* extra Host names (the options') */
 	int nallow_hosts;
 	gid_t admin_gid;	    /* (gid_t)-1: no admin group */
+	pthread_mutex_t prof_lock;  /* every conn's profile wait */
 	pthread_mutex_t peers_lock; /* peers */
 	struct peer_count {
 		char key[sizeof(((struct peer *)0)->key)]; /* "": free */
@@ -87,6 +90,12 @@ struct http {
 struct conn {
 	struct peer peer;	 /* first: peer_of() hands out its address */
 	struct peer_count *slot; /* NULL: not counted (root, or refused) */
+	/* A profile request waiting for its run (under prof_lock). */
+	struct http *h;
+	struct MHD_Connection *c;
+	struct profile_run *prof;
+	bool suspended; /* c is suspended until the run is finished */
+	bool finished;	/* the run is finished: answer */
 };
 
 /*
@@ -142,12 +151,19 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		if (cn && cn->slot)
 			peer_count_down(h, cn->slot);
+		/* Closed after its run finished, before the answer. */
+		if (cn && cn->prof && cn->finished)
+			profile_free(cn->prof);
 		free(cn);
 		*socket_context = NULL;
 		return;
 	}
 	cn = calloc(1, sizeof(*cn));
 	*socket_context = cn;
+	if (cn) {
+		cn->h = h;
+		cn->c = c;
+	}
 	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (!cn || !ci) {
 		if (ci)
@@ -708,6 +724,101 @@ static enum MHD_Result send_pprof(struct MHD_Connection *c, const char *name,
 	return ret;
 }
 
+/* A profile run is finished (the scheduler's thread): wake its request. */
+static void profile_done(void *arg)
+{
+	struct conn *cn = arg;
+	struct http *h = cn->h;
+
+	pthread_mutex_lock(&h->prof_lock);
+	cn->finished = true;
+	if (cn->suspended) {
+		cn->suspended = false;
+		MHD_resume_connection(cn->c);
+	}
+	pthread_mutex_unlock(&h->prof_lock);
+}
+
+/*
+ * /debug/pprof/profile and /debug/fgprof: a wall-clock profile of every
+ * target the requester may see, or of ?pid=N, over the next ?seconds=N
+ * (30 by default), sampled by the scheduler at --profile-hz (profile.h).
+ * The connection is suspended meanwhile, so it holds no HTTP thread; when
+ * the run is finished, MHD calls again and the profile is the answer.
+ */
+static enum MHD_Result handle_pprof_profile(struct http *h,
+					    struct MHD_Connection *c,
+					    const struct access *acc)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *cn = ci ? ci->socket_context : NULL;
+	struct profile_run *r;
+	struct query_pprof rq;
+	struct query_args a;
+	struct target **ts;
+	enum MHD_Result ret;
+	const char *bad;
+	size_t n;
+	int rc;
+
+	if (!cn)
+		return send_error(c, 500, QUERY_TEXT, "out of memory");
+	pthread_mutex_lock(&h->prof_lock);
+	r = cn->finished ? cn->prof : NULL;
+	if (r) {
+		cn->prof = NULL;
+		cn->finished = false;
+	}
+	pthread_mutex_unlock(&h->prof_lock);
+	if (r) { /* called again, the run finished */
+		void *body = r->out;
+		size_t len = r->len;
+
+		r->out = NULL;
+		ret = r->rc < 0
+			      ? send_error(c, 500, QUERY_TEXT,
+					   r->rc == SW_ETOOBIG
+						   ? "the profile is too large"
+						   : "out of memory")
+			      : send_pprof(c, "profile", body, len);
+		profile_free(r);
+		return ret;
+	}
+	get_args(c, &a);
+	bad = query_parse_pprof(&a, h->timeout_ms, &rq);
+	if (bad)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_TEXT, bad);
+	if (cross_site(c))
+		return send_cross_site(c, QUERY_TEXT);
+	if (rq.format == QUERY_TEXT)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_TEXT,
+				  "a profile has no text form (debug=0 only)");
+	if (!targets_of(h, c, acc, rq.pid, QUERY_TEXT, &ts, &n, &ret))
+		return ret;
+	pthread_mutex_lock(&h->prof_lock);
+	cn->finished = false;
+	rc = sched_profile(h->sched, ts, n, rq.seconds, profile_done, cn,
+			   &cn->prof);
+	if (rc == 0) {
+		MHD_suspend_connection(c);
+		cn->suspended = !cn->finished;
+		if (cn->finished) /* ended already: the daemon is stopping */
+			MHD_resume_connection(c);
+	}
+	pthread_mutex_unlock(&h->prof_lock);
+	if (rc == 0)
+		return MHD_YES;
+	registry_put_all(ts, n);
+	return send_error(c,
+			  rc == -EAGAIN ? MHD_HTTP_SERVICE_UNAVAILABLE
+					: MHD_HTTP_INTERNAL_SERVER_ERROR,
+			  QUERY_TEXT,
+			  rc == -EAGAIN	   ? "too many profiles in progress"
+			  : rc == -ENOTSUP ? "profiles are off (--profile-hz)"
+					   : "out of memory");
+}
+
 /*
  * /debug/pprof/goroutine and /debug/pprof/threads (type is the last part
  * of the path): the stacks of every target the requester may see, or of
@@ -1090,7 +1201,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	/* Every request is answered here on its first call: count it until
 	 * request_done(), so that http_stop() lets it finish. */
 	pthread_mutex_lock(&h->lock);
-	stopping = h->stopping;
+	/* A request counted already (a profile called again) finishes. */
+	stopping = h->stopping && !*con_cls;
 	if (!stopping && !*con_cls) {
 		h->active++;
 		*con_cls = h;
@@ -1137,6 +1249,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_pprof_count(h, c, &acc, "goroutine");
 	if (strcmp(url, "/debug/pprof/threads") == 0)
 		return handle_pprof_count(h, c, &acc, "threads");
+	if (strcmp(url, "/debug/pprof/profile") == 0 ||
+	    strcmp(url, "/debug/fgprof") == 0)
+		return handle_pprof_profile(h, c, &acc);
 	return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
 			  "no such endpoint");
 }
@@ -1172,6 +1287,7 @@ static void free_http(struct http *h)
 	pthread_cond_destroy(&h->idle);
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->peers_lock);
+	pthread_mutex_destroy(&h->prof_lock);
 	free(h->token);
 	free(h);
 }
@@ -1294,8 +1410,8 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-	unsigned flags =
-		MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+			 MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
 	const union MHD_DaemonInfo *info;
 	struct http *h;
 	int rc;
@@ -1319,6 +1435,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 		return -ENOMEM;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_init(&h->peers_lock, NULL);
+	pthread_mutex_init(&h->prof_lock, NULL);
 	/* http_stop() waits with a deadline on the monotonic clock. */
 	cond_init_monotonic(&h->idle);
 	h->reg = reg;
@@ -1403,6 +1520,8 @@ void http_stop(struct http *h)
 		if (ufd != MHD_INVALID_SOCKET)
 			shutdown(ufd, SHUT_RDWR);
 	}
+	/* Profiles in progress answer now, with what they have. */
+	sched_profile_end_all(h->sched);
 	drain(h);
 	MHD_stop_daemon(h->d);
 	if (h->ud) {

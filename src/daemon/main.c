@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 	registry_keep_ptraced(reg, o.sample_ptrace);
 	rc = sched_start(reg, &st, o.sample_interval_ms,
 			 o.sample_ptrace ? o.ptrace_interval_ms : 0,
-			 o.timeout_ms, &sched);
+			 o.profile_hz, o.timeout_ms, &sched);
 	if (rc < 0) {
 		fprintf(stderr, "stackwatchd: cannot start sampling: %s\n",
 			sw_strerror(rc));

@@ -41,6 +41,8 @@ static const char usage[] =
 	"  --sample-ptrace         sample processes without the agent too,\n"
 	"                          once opened (ptrace snapshots)\n"
 	"  --ptrace-interval MS    how often (default 10000)\n"
+	"  --profile-hz N          samples a second of /debug/pprof/profile\n"
+	"                          (default 19)\n"
 	"  --stuck-after SECONDS   flag threads stuck this long (default 10)\n"
 	"  --timeout MS            deadline of one dump (default 1000)\n"
 	"  --max-dump-rate N       dumps per target per second (default 30)\n"
@@ -68,6 +70,7 @@ enum {
 	O_INTERVAL,
 	O_SAMPLE_PTRACE,
 	O_PTRACE_INTERVAL,
+	O_PROFILE_HZ,
 	O_STUCK,
 	O_TIMEOUT,
 	O_RATE,
@@ -92,6 +95,7 @@ static const struct option longopts[] = {
 	{ "sample-interval", required_argument, NULL, O_INTERVAL },
 	{ "sample-ptrace", optional_argument, NULL, O_SAMPLE_PTRACE },
 	{ "ptrace-interval", required_argument, NULL, O_PTRACE_INTERVAL },
+	{ "profile-hz", required_argument, NULL, O_PROFILE_HZ },
 	{ "stuck-after", required_argument, NULL, O_STUCK },
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
 	{ "max-dump-rate", required_argument, NULL, O_RATE },
@@ -213,6 +217,8 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_bool(val, &o->sample_ptrace);
 	case O_PTRACE_INTERVAL:
 		return parse_int(val, 100, 86400000, &o->ptrace_interval_ms);
+	case O_PROFILE_HZ:
+		return parse_int(val, 1, 250, &o->profile_hz);
 	case O_STUCK:
 		return parse_int(val, 1, 86400, &o->stuck_after_s);
 	case O_TIMEOUT:
@@ -272,6 +278,8 @@ static const char *expected(int key)
 		return "yes or no";
 	case O_PTRACE_INTERVAL:
 		return "milliseconds, 100 to 86400000";
+	case O_PROFILE_HZ:
+		return "a number, 1 to 250";
 	case O_ALLOW_HOST:
 		return "a host name, at most 16 of them";
 	case O_INTERVAL:
@@ -422,6 +430,7 @@ static void set_defaults(struct options *o)
 	snprintf(o->admin_group, sizeof(o->admin_group), "stackwatch");
 	o->sample_interval_ms = 1000;
 	o->ptrace_interval_ms = 10000;
+	o->profile_hz = 19;
 	o->stuck_after_s = 10;
 	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;
 	o->max_dump_rate = 30;

@@ -52,6 +52,7 @@ struct target {
 	/* The scheduler's (scheduler.c). */
 	_Atomic bool queued;	      /* a sampling job is queued */
 	_Atomic uint64_t next_due_ns; /* CLOCK_MONOTONIC */
+	_Atomic uint32_t profiled;    /* profile runs that want it */
 
 	pthread_mutex_t io_lock; /* one request at a time on fd */
 	uint32_t seq;		 /* under io_lock */

@@ -14,6 +14,7 @@
 #include "collector/signal/handler.h"
 #include "log.h"
 #include "notify.h"
+#include "profile.h"
 #include "scheduler.h"
 
 #define MIN_PASS_NS 1000000ull	  /* each pass waits at least 1 ms */
@@ -24,6 +25,7 @@ struct scheduler {
 	struct stacks *st;
 	uint64_t interval_ns;	     /* agents; 0: none sampled */
 	uint64_t ptrace_interval_ns; /* processes without: 0, none */
+	uint64_t profile_ns;	     /* targets of profile runs: 0, none */
 	int timeout_ms;
 
 	pthread_mutex_t lock;  /* queue, stop */
@@ -35,6 +37,8 @@ struct scheduler {
 	size_t len;
 	size_t max_len;
 	bool stop;
+	struct profile_run *runs; /* in progress */
+	size_t nruns;
 
 	pthread_t sched_thread;
 	pthread_t workers[SCHED_WORKERS];
@@ -70,10 +74,18 @@ static void enqueue(struct scheduler *s, struct target *t)
 	pthread_cond_signal(&s->work);
 }
 
-/* How often t is sampled: agents and ptrace snapshots apart. */
+/*
+ * How often t is sampled: agents and ptrace snapshots apart, and at the
+ * profile rate while a run wants it. 0: not sampled.
+ */
 static uint64_t interval_of(const struct scheduler *s, const struct target *t)
 {
-	return t->ptrace ? s->ptrace_interval_ns : s->interval_ns;
+	uint64_t ns = t->ptrace ? s->ptrace_interval_ns : s->interval_ns;
+
+	if (atomic_load(&t->profiled) && s->profile_ns &&
+	    (!ns || s->profile_ns < ns))
+		ns = s->profile_ns;
+	return ns;
 }
 
 /* Queues every due target of ts. Returns the earliest next due. */
@@ -85,7 +97,7 @@ static uint64_t pass_list(struct scheduler *s, uint64_t now, struct target **ts,
 		struct target *t = ts[i];
 		uint64_t due = atomic_load(&t->next_due_ns);
 
-		if (atomic_load(&t->queued))
+		if (atomic_load(&t->queued) || !interval_of(s, t))
 			continue; /* its worker advances the ticker */
 		if (due <= now) {
 			enqueue(s, t); /* every due one, not just the first */
@@ -99,23 +111,120 @@ static uint64_t pass_list(struct scheduler *s, uint64_t now, struct target **ts,
 	return earliest;
 }
 
+/*
+ * Finishes the runs that ended by now (all of them when all): they leave
+ * the list under the lock, so no worker feeds them any more, and are
+ * finished outside it. Returns the earliest end of those left.
+ */
+static uint64_t end_runs(struct scheduler *s, uint64_t now, bool all)
+{
+	struct profile_run *done = NULL, **pp, *r;
+	uint64_t earliest = UINT64_MAX;
+
+	pthread_mutex_lock(&s->lock);
+	for (pp = &s->runs; (r = *pp);) {
+		if (!all && r->end_ns > now) {
+			if (r->end_ns < earliest)
+				earliest = r->end_ns;
+			pp = &r->next;
+			continue;
+		}
+		*pp = r->next;
+		s->nruns--;
+		for (size_t i = 0; i < r->n; i++)
+			atomic_fetch_sub(&r->ts[i]->profiled, 1);
+		r->next = done;
+		done = r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	while ((r = done)) {
+		done = r->next;
+		r->next = NULL;
+		profile_finish(r); /* r may be freed from here on */
+	}
+	return earliest;
+}
+
 /* One pass: queues every due target. Returns the earliest next due. */
 static uint64_t pass(struct scheduler *s, uint64_t now)
 {
-	uint64_t earliest = now + MAX_PASS_NS;
+	uint64_t earliest = now + MAX_PASS_NS, end;
+	bool profiling;
 	struct target **ts;
 	size_t n;
 
-	if (s->interval_ns) {
+	end = end_runs(s, now, false);
+	if (end < earliest)
+		earliest = end;
+	pthread_mutex_lock(&s->lock);
+	profiling = s->nruns > 0;
+	pthread_mutex_unlock(&s->lock);
+	if (s->interval_ns || profiling) {
 		if (registry_list(s->reg, &ts, &n) < 0)
 			return now + MIN_PASS_NS;
 		earliest = pass_list(s, now, ts, n, earliest);
 	}
 	/* Processes without the agent, opted in (--sample-ptrace). */
-	if (s->ptrace_interval_ns &&
+	if ((s->ptrace_interval_ns || profiling) &&
 	    registry_list_ptraced(s->reg, &ts, &n) == 0)
 		earliest = pass_list(s, now, ts, n, earliest);
 	return earliest;
+}
+
+/* Hands a fresh dump of t to every run that wants t. */
+static void feed_runs(struct scheduler *s, const struct target *t,
+		      const struct sdump *sd)
+{
+	if (!atomic_load(&t->profiled))
+		return;
+	pthread_mutex_lock(&s->lock);
+	for (struct profile_run *r = s->runs; r; r = r->next)
+		profile_feed(r, t, sd);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sched_profile(struct scheduler *s, struct target **ts, size_t n,
+		  int seconds, void (*done)(void *arg), void *arg,
+		  struct profile_run **out)
+{
+	struct profile_run *r;
+	uint64_t now = clock_now_ns();
+
+	*out = NULL;
+	if (!s || !s->profile_ns)
+		return -ENOTSUP;
+	r = profile_new(ts, n, seconds, s->profile_ns);
+	if (!r)
+		return -ENOMEM;
+	r->done = done;
+	r->arg = arg;
+	pthread_mutex_lock(&s->lock);
+	if (s->nruns >= SCHED_MAX_PROFILES) {
+		pthread_mutex_unlock(&s->lock);
+		r->ts = NULL; /* still the caller's */
+		r->n = 0;
+		profile_free(r);
+		return -EAGAIN;
+	}
+	for (size_t i = 0; i < n; i++) {
+		atomic_fetch_add(&ts[i]->profiled, 1);
+		/* Sampled from now on, not at its next periodic turn. */
+		if (!atomic_load(&ts[i]->queued))
+			atomic_store(&ts[i]->next_due_ns, now);
+	}
+	r->next = s->runs;
+	s->runs = r;
+	s->nruns++;
+	pthread_cond_broadcast(&s->tick);
+	pthread_mutex_unlock(&s->lock);
+	*out = r;
+	return 0;
+}
+
+void sched_profile_end_all(struct scheduler *s)
+{
+	if (s)
+		end_runs(s, clock_now_ns(), true);
 }
 
 static void *sched_main(void *arg)
@@ -133,9 +242,9 @@ static void *sched_main(void *arg)
 			next = now + MIN_PASS_NS;
 		abs_time(next, &ts);
 		pthread_mutex_lock(&s->lock);
-		while (!s->stop &&
-		       pthread_cond_timedwait(&s->tick, &s->lock, &ts) == 0)
-			;
+		/* Woken early (a new run): a pass at once. */
+		if (!s->stop)
+			pthread_cond_timedwait(&s->tick, &s->lock, &ts);
 		if (s->stop) {
 			pthread_mutex_unlock(&s->lock);
 			return NULL;
@@ -170,6 +279,8 @@ static void *worker_main(void *arg)
 		atomic_store(&t->queued, false);
 		rc = stacks_get_flags(s->st, t, s->timeout_ms, STACKS_NOWAIT,
 				      &sd);
+		if (rc == 0)
+			feed_runs(s, t, sd);
 		if (rc < 0 && rc != -EBUSY)
 			log_debug("sample of pid %d: %s", (int)t->pid,
 				  sw_strerror(rc));
@@ -179,13 +290,14 @@ static void *worker_main(void *arg)
 }
 
 int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
-		int ptrace_interval_ms, int timeout_ms, struct scheduler **out)
+		int ptrace_interval_ms, int profile_hz, int timeout_ms,
+		struct scheduler **out)
 {
 	struct scheduler *s;
 	int rc;
 
 	*out = NULL;
-	if (interval_ms <= 0 && ptrace_interval_ms <= 0)
+	if (interval_ms <= 0 && ptrace_interval_ms <= 0 && profile_hz <= 0)
 		return 0;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -198,6 +310,8 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 		ptrace_interval_ms > 0
 			? (uint64_t)ptrace_interval_ms * 1000000ull
 			: 0;
+	s->profile_ns =
+		profile_hz > 0 ? 1000000000ull / (uint64_t)profile_hz : 0;
 	s->timeout_ms = timeout_ms;
 	/* One slot per possible target: the flag keeps it to one each. */
 	s->cap = REGISTRY_MAX_TARGETS + REGISTRY_MAX_PTRACED;
@@ -233,6 +347,7 @@ void sched_stop(struct scheduler *s)
 {
 	if (!s)
 		return;
+	end_runs(s, clock_now_ns(), true);
 	pthread_mutex_lock(&s->lock);
 	s->stop = true;
 	pthread_cond_broadcast(&s->work);

@@ -59,6 +59,7 @@ struct vec {
 struct pprof {
 	size_t ntypes;
 	int64_t types[PPROF_MAX_TYPES][2]; /* string indexes */
+	size_t default_type;		   /* index into types */
 	int64_t period_type[2];
 	int64_t period;
 	int64_t time_nanos, duration_nanos;
@@ -321,6 +322,12 @@ struct pprof *pprof_new(const char *const (*types)[2], size_t ntypes,
 fail:
 	pprof_free(p);
 	return NULL;
+}
+
+void pprof_set_default_type(struct pprof *p, size_t i)
+{
+	if (i < p->ntypes)
+		p->default_type = i;
 }
 
 void pprof_set_time(struct pprof *p, int64_t time_nanos, int64_t duration_nanos)
@@ -754,7 +761,7 @@ int pprof_finish(struct pprof *p, void **out, size_t *len)
 	prof.duration_nanos = p->duration_nanos;
 	prof.period_type = &pt;
 	prof.period = p->period;
-	prof.default_sample_type = p->types[p->ntypes - 1][0];
+	prof.default_sample_type = p->types[p->default_type][0];
 
 	size = perftools__profiles__profile__get_packed_size(&prof);
 	if (size > UINT32_MAX) {

@@ -44,6 +44,9 @@ struct pprof_label {
 struct pprof *pprof_new(const char *const (*types)[2], size_t ntypes,
 			const char *const period_type[2], int64_t period);
 
+/* The sample type readers show first: types[i] of pprof_new(). */
+void pprof_set_default_type(struct pprof *p, size_t i);
+
 /* The profile's start (Unix ns) and length (ns). */
 void pprof_set_time(struct pprof *p, int64_t time_nanos,
 		    int64_t duration_nanos);

@@ -1014,6 +1014,8 @@ static void test_pprof(void)
 		struct pprof_label many[PPROF_MAX_LABELS + 1];
 
 		b = pprof_new(types, 2, period, 50000000);
+		if (b)
+			pprof_set_default_type(b, 1);
 		TAP_OK(b && pprof_add(b, d, &d->threads[1], v, &lab, 1) == 0 &&
 			       pprof_add(b, d, &d->threads[1], v, &lab, 1) ==
 				       0 &&

@@ -22,7 +22,10 @@ import { Profile } from 'pprof-format';
 import { Harness } from './harness.mjs';
 
 const h = new Harness('sw-pprof-');
+const hp = new Harness('sw-profile-'); // a daemon at the default dump rate
 let base;
+let pbase; // hp's daemon
+let psmall; // a workload registered with it
 let small; // pid of the 64-waiter workload
 let big; // pid of a 200-waiter workload
 let nfile = 0;
@@ -33,9 +36,16 @@ before(async () => {
   big = await h.workload(['--waiters', '200']);
   await h.registered([small, big]);
   chmodSync(h.tmp, 0o711); // the unix socket, for the other user below
+  pbase = await hp.daemon(['--sample-interval', '0']);
+  psmall = await hp.workload([]);
+  await hp.registered([psmall]);
+  chmodSync(hp.tmp, 0o711);
 });
 
-after(() => h.stop());
+after(async () => {
+  await h.stop();
+  await hp.stop();
+});
 
 async function get(p) {
   const res = await fetch(base + p);
@@ -264,4 +274,113 @@ test('another user sees none of root\'s processes in the profile', async () => {
   const pids = new Set(prof.view.samples.map((s) => Object.fromEntries(s.labels).pid));
   assert.ok(!pids.has(String(small)) && !pids.has(String(big)), [...pids].join(' '));
   assert.equal(curl(`/debug/pprof/goroutine?pid=${small}`, out), '404');
+});
+
+// The samples of prof (decode()d) by thread name: summed values.
+function byThread(prof) {
+  const out = {};
+  prof.sample.forEach((s, i) => {
+    const name = Object.fromEntries(prof.view.samples[i].labels).thread;
+    const v = (out[name] ??= { samples: 0, wall: 0, cpu: 0, stacks: [] });
+    v.samples += Number(s.value[0]);
+    v.wall += Number(s.value[1]);
+    v.cpu += Number(s.value[2]);
+    v.stacks.push(prof.view.samples[i].stack.join(' '));
+  });
+  return out;
+}
+
+async function profile(endpoint) {
+  const res = await fetch(pbase + endpoint);
+  const body = Buffer.from(await res.arrayBuffer());
+  assert.equal(res.status, 200, `${endpoint}: ${res.status} ${body}`);
+  assert.equal(res.headers.get('content-type'), 'application/octet-stream');
+  return { body, prof: decode(body) };
+}
+
+const dumpsTotal = async () => Number((await (await fetch(`${pbase}/metrics`)).text())
+  .match(/^stackwatch_dumps_total\{result="ok"\} (\d+)$/m)[1]);
+
+test('profile?seconds=2: wall and CPU time per thread, sampled at --profile-hz', async () => {
+  const { body, prof } = await profile(`/debug/pprof/profile?seconds=2&pid=${psmall}`);
+  assert.deepEqual(prof.view.types, [['samples', 'count'], ['wall', 'nanoseconds'], ['cpu', 'nanoseconds']]);
+  assert.deepEqual(prof.view.period.slice(0, 2), ['wall', 'nanoseconds']);
+  assert.equal(prof.view.period[2], Math.floor(1e9 / 19), 'the period of the default 19 Hz');
+  assert.equal(prof.stringTable.strings[Number(prof.defaultSampleType)], 'wall');
+  const dur = Number(prof.durationNanos);
+  assert.ok(dur > 1.5e9 && dur <= 2e9, `the window is the 2 s asked for (${dur} ns)`);
+  const t = byThread(prof);
+  const main = t.workload;
+  assert.ok(main && main.samples >= 2, `several samples of the main thread: ${JSON.stringify(main)}`);
+  // All 64 waiters are sampled as often as the main thread, one stack.
+  assert.equal(t.waiter.samples, 64 * main.samples, 'each waiter in every sample');
+  assert.ok(t.waiter.stacks.every((k) => k.includes('waiter_wait()@')));
+  assert.ok(main.wall > 0 && t.waiter.wall === 64 * main.wall, 'wall time: the same for every thread');
+  // The spinner burns CPU, the waiters none.
+  assert.ok(t.spinner.cpu > 0, `the spinner has CPU time (${t.spinner.cpu})`);
+  assert.ok(t.waiter.cpu < t.spinner.cpu, 'waiters less than the spinner');
+  const f = saveProfile(body);
+  const top = goPprof(['-top', '-sample_index=cpu', f]);
+  assert.match(top, /Type: cpu/);
+  assert.match(top, /spin_loop/, top);
+  const raw = goPprof(['-raw', f]);
+  assert.match(raw, /samples\/count wall\/nanoseconds\[dflt\] cpu\/nanoseconds/);
+  assert.match(raw, new RegExp(`comm:\\[workload\\] pid:\\[${psmall}\\] thread:\\[waiter\\]`));
+});
+
+test('concurrent profile requests share one sampling; /debug/fgprof is the same', async () => {
+  const before = await dumpsTotal();
+  const [a, b] = await Promise.all([
+    profile(`/debug/pprof/profile?seconds=2&pid=${psmall}`),
+    profile(`/debug/fgprof?seconds=2&pid=${psmall}`),
+  ]);
+  const dumps = (await dumpsTotal()) - before;
+  const na = byThread(a.prof).workload.samples;
+  const nb = byThread(b.prof).workload.samples;
+  assert.deepEqual(b.prof.view.types, a.prof.view.types);
+  // Shared: the target was dumped about once per sample, not twice.
+  assert.ok(dumps < na + nb, `${dumps} dumps for ${na} + ${nb} samples`);
+  // Without ?pid: every visible process (here the workload and the daemon).
+  const all = await profile('/debug/pprof/profile?seconds=1');
+  const pids = new Set(all.prof.view.samples.map((s) => Object.fromEntries(s.labels).pid));
+  assert.ok(pids.has(String(psmall)), [...pids].join(' '));
+});
+
+test('profile errors: seconds out of range, debug, a pid not seen', async () => {
+  for (const q of ['seconds=0', 'seconds=301', 'seconds=x', 'debug=1']) {
+    const res = await fetch(`${pbase}/debug/pprof/profile?${q}`);
+    assert.equal(res.status, 400, q);
+    assert.match(res.headers.get('content-type'), /^text\/plain/);
+  }
+  const res = await fetch(`${pbase}/debug/pprof/profile?seconds=1&pid=4194304`);
+  assert.equal(res.status, 404);
+  const out = path.join(hp.tmp, 'nobody-profile.pb.gz');
+  writeFileSync(out, '');
+  chmodSync(out, 0o666);
+  const code = execFileSync('runuser', ['-u', 'nobody', '--', 'curl', '-s', '-o', out, '-w', '%{http_code}',
+    '--unix-socket', hp.httpSocket, 'http://localhost/debug/pprof/profile?seconds=1'], { encoding: 'utf8' });
+  assert.equal(code, '200');
+  const prof = decode(readFileSync(out));
+  assert.ok(!prof.view.samples.some((s) => Object.fromEntries(s.labels).pid === String(psmall)),
+    'another user\'s profile has none of root\'s threads');
+});
+
+test('a daemon told to stop answers the profiles in progress with what they have', async () => {
+  const h3 = new Harness('sw-profile-stop-');
+  try {
+    const b3 = await h3.daemon(['--sample-interval', '0']);
+    const pending = fetch(`${b3}/debug/pprof/profile?seconds=60`);
+    await new Promise((r) => setTimeout(r, 700));
+    const daemon = h3.children[0];
+    const exited = new Promise((r) => daemon.once('exit', (code) => r(code)));
+    h3.stopping = true;
+    daemon.kill('SIGTERM');
+    const res = await pending;
+    assert.equal(res.status, 200);
+    const prof = decode(Buffer.from(await res.arrayBuffer()));
+    assert.ok(Number(prof.durationNanos) < 60e9, 'cut short at the stop');
+    assert.equal(await exited, 0, 'the daemon exits 0');
+  } finally {
+    await h3.stop();
+  }
 });
