@@ -1038,13 +1038,14 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
-static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c)
+static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
+				      const struct access *acc)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
 	char *body;
 
-	if (metrics_render(h->st, h->reg, h->sched, &body) < 0)
+	if (metrics_render(h->st, h->reg, h->sched, acc, &body) < 0)
 		return send_error(c, 500, QUERY_JSON, "out of memory");
 	r = MHD_create_response_from_buffer(strlen(body), body,
 					    MHD_RESPMEM_MUST_FREE);
@@ -1244,7 +1245,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	if (strcmp(url, "/api/v1/diff") == 0)
 		return handle_diff(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
-		return handle_metrics(h, c);
+		return handle_metrics(h, c, &acc);
 	if (strcmp(url, "/debug/pprof/goroutine") == 0)
 		return handle_pprof_count(h, c, &acc, "goroutine");
 	if (strcmp(url, "/debug/pprof/threads") == 0)

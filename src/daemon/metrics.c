@@ -3,8 +3,11 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/buf.h"
+#include "model/procfs.h"
+#include "access.h"
 #include "metrics.h"
 #include "watch.h"
 
@@ -45,8 +48,80 @@ static void gauge(struct buf *b, const char *name, const char *help, uint64_t v)
 	buf_addf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
+/* s as a label value: backslash, quote and newline escaped, as the text
+ * format wants; other bytes that are not valid UTF-8 become '?'. */
+static void label_value(struct buf *b, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\\' || *s == '"')
+			buf_addf(b, "\\%c", *s);
+		else if (*s == '\n')
+			buf_adds(b, "\\n");
+		else if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+			buf_add(b, "?", 1);
+		else
+			buf_add(b, s, 1);
+	}
+}
+
+/* The stuck threads of pid in doc ({"threads": [{"pid": ...}]}). */
+static size_t stuck_of(const cJSON *doc, pid_t pid)
+{
+	const cJSON *th = cJSON_GetObjectItemCaseSensitive(doc, "threads");
+	const cJSON *e;
+	size_t n = 0;
+
+	cJSON_ArrayForEach(e, th)
+	{
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "pid");
+
+		if (cJSON_IsNumber(p) && (pid_t)p->valuedouble == pid)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * Per target a may see: its threads now (from /proc; the last dump's
+ * count if /proc cannot tell) and its stuck threads, labelled pid and
+ * comm. As many series as visible targets, which the registry bounds.
+ */
+static void per_target(struct buf *b, struct registry *reg,
+		       const struct access *a, const cJSON *stuck)
+{
+	struct target **ts;
+	size_t n;
+
+	if (access_list(reg, a, &ts, &n) < 0)
+		return;
+	head(b, "stackwatch_target_threads", "gauge",
+	     "Threads of each target the requester may see.");
+	for (size_t i = 0; i < n; i++) {
+		struct procfs_proc pp;
+		long threads =
+			procfs_read_proc(ts[i]->pid, &pp) == 0
+				? pp.threads
+				: (long)atomic_load(&ts[i]->last_threads);
+
+		buf_addf(b, "stackwatch_target_threads{pid=\"%d\",comm=\"",
+			 (int)ts[i]->pid);
+		label_value(b, ts[i]->comm);
+		buf_addf(b, "\"} %ld\n", threads);
+	}
+	head(b, "stackwatch_target_stuck_threads", "gauge",
+	     "Threads of each target the watchdog flags now.");
+	for (size_t i = 0; i < n; i++) {
+		buf_addf(b,
+			 "stackwatch_target_stuck_threads{pid=\"%d\",comm=\"",
+			 (int)ts[i]->pid);
+		label_value(b, ts[i]->comm);
+		buf_addf(b, "\"} %zu\n", stuck_of(stuck, ts[i]->pid));
+	}
+	registry_put_all(ts, n);
+}
+
 int metrics_render(struct stacks *st, struct registry *reg,
-		   struct scheduler *sched, char **out)
+		   struct scheduler *sched, const struct access *a, char **out)
 {
 	static const char *const results[RESULT_COUNT] = {
 		[RESULT_OK] = "ok",
@@ -56,12 +131,12 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	const struct stacks_metrics *m = &st->m;
 	uint64_t hits, misses;
 	size_t stuck = 0;
-	cJSON *doc = NULL;
+	cJSON *doc = NULL, *mine = NULL;
 	struct buf b;
 	int rc;
 
-	if (watch_stuck(st, reg, NULL, &doc, &stuck) == 0)
-		cJSON_Delete(doc);
+	if (watch_stuck(st, reg, NULL, &doc, &stuck) < 0)
+		doc = NULL;
 	stacks_sym_stats(st, &hits, &misses);
 	buf_init(&b, 1 << 20);
 	gauge(&b, "stackwatch_targets",
@@ -106,6 +181,12 @@ int metrics_render(struct stacks *st, struct registry *reg,
 		"Addresses symbolized from the cache.", hits);
 	counter(&b, "stackwatch_symbol_cache_misses_total",
 		"Addresses looked up in the debug information.", misses);
+	/* The per-target series: only the requester's visible targets. */
+	if (doc && a && watch_stuck(st, reg, a, &mine, NULL) == 0) {
+		per_target(&b, reg, a, mine);
+		cJSON_Delete(mine);
+	}
+	cJSON_Delete(doc);
 	rc = buf_detach(&b, out);
 	if (rc < 0)
 		buf_release(&b);

@@ -9,12 +9,15 @@
 #include "scheduler.h"
 #include "stacks.h"
 
+struct access;
+
 /*
  * Renders every metric into *out (malloc'd, text format 0.0.4). Returns
  * 0 or -ENOMEM. Takes each counter once; the stuck gauge walks the
- * targets' newest samples.
+ * targets' newest samples. The per-target series (stackwatch_target_*)
+ * are of the targets a may see (none when a is NULL).
  */
 int metrics_render(struct stacks *st, struct registry *reg,
-		   struct scheduler *sched, char **out);
+		   struct scheduler *sched, const struct access *a, char **out);
 
 #endif /* SWD_METRICS_H */
