@@ -42,6 +42,13 @@
 # paused_us_max and paused_us_total (the pause of the longest-held thread
 # and the average), and the heartbeat's largest gap, against an idle
 # control: what the machine itself does to a 1 ms real-time thread.
+# Then pprof: at 1000 threads, the time to serve /debug/pprof/goroutine
+# against the JSON of the same (cached: --max-dump-rate 1) dump, in
+# SW_BENCH_PPROF_ROUNDS (5) rounds of 4 requests of each, alternated
+# within one cache window; and the CPU a SW_BENCH_PROFILE_SECONDS (30) s
+# /debug/pprof/profile at the default 19 Hz costs a target of
+# SW_BENCH_PROFILE_THREADS (100) threads, beyond its own CPU at rest
+# measured just before for as long (the heartbeat thread's).
 # Then the daemon at rest: SW_BENCH_REST_TARGETS (50) targets of 10
 # threads, --sample-interval 1000, 5 s to settle, its utime+stime over
 # SW_BENCH_REST_SECONDS (20) from /proc/PID/stat.
@@ -62,6 +69,9 @@ peer_cap=${SW_BENCH_PEER_CAP:-60}
 rest_targets=${SW_BENCH_REST_TARGETS:-50}
 rest_s=${SW_BENCH_REST_SECONDS:-20}
 ptrace_n=${SW_BENCH_PTRACE_THREADS:-1000}
+pprof_rounds=${SW_BENCH_PPROF_ROUNDS:-5}
+profile_n=${SW_BENCH_PROFILE_THREADS:-100}
+profile_s=${SW_BENCH_PROFILE_SECONDS:-30}
 fifo=${SW_BENCH_FIFO:-$([ "$(id -u)" = 0 ] && echo 1 || echo 0)}
 status=0
 
@@ -531,6 +541,65 @@ else
 fi
 daemon_stop
 
+# ---- pprof ----
+say "running: pprof at $ptrace_n threads, a ${profile_s} s profile of $profile_n"
+tck=$(getconf CLK_TCK)
+if daemon_start --sample-interval 0 --max-dump-rate 1 &&
+	target_start "$ptrace_n" pprof; then
+	jw="" pw=""
+	r=0
+	while [ $r -lt "$pprof_rounds" ]; do
+		sleep 1.1 # a fresh window: one dump, then all cached
+		curl -s -o /dev/null "$url/api/v1/stacks?pid=$tpid"
+		k=0
+		while [ $k -lt 4 ]; do
+			jw="$jw $(curl -s -o /dev/null -w '%{time_total}' \
+				"$url/api/v1/stacks?pid=$tpid")"
+			pw="$pw $(curl -s -o "$work/g.pb.gz" -w '%{time_total}' \
+				"$url/debug/pprof/goroutine?pid=$tpid")"
+			k=$((k + 1))
+		done
+		r=$((r + 1))
+	done
+	jmed=$(echo $jw | median)
+	pmed=$(echo $pw | median)
+	set_cell pp_json 0 "$(calc "$jmed * 1000" '%.2f')"
+	set_cell pp_pprof 0 "$(calc "$pmed * 1000" '%.2f')"
+	set_cell pp_ratio 0 "$(calc "$pmed / $jmed" '%.2f')"
+	set_cell pp_bytes 0 "$(wc -c <"$work/g.pb.gz") B"
+	say "  goroutine $(cell pp_pprof 0) ms, JSON $(cell pp_json 0) ms"
+	stop "$tpid"
+	daemon_stop
+else
+	status=1
+	daemon_stop
+fi
+if daemon_start --sample-interval 0 && target_start "$profile_n" prof; then
+	sleep 2
+	c0=$(cpu_ticks "$tpid")
+	sleep "$profile_s"
+	c1=$(cpu_ticks "$tpid")
+	curl -s -o "$work/p.pb.gz" \
+		"$url/debug/pprof/profile?seconds=$profile_s&pid=$tpid"
+	c2=$(cpu_ticks "$tpid")
+	samples=$(metric 'stackwatch_dumps_total{result="ok"}')
+	rest=$(calc "100 * ($c1 - $c0) / $tck / $profile_s" '%.2f')
+	busy_p=$(calc "100 * ($c2 - $c1) / $tck / $profile_s" '%.2f')
+	cost=$(calc "$busy_p - $rest" '%.2f')
+	set_cell prof_cost 0 "$cost"
+	set_cell prof_rest 0 "$rest"
+	set_cell prof_samples 0 "${samples:-0}"
+	# CPU per sample, and per thread per sample, in microseconds.
+	set_cell prof_per_sample 0 "$(calc "($c2 - $c1 - ($c1 - $c0)) * 1000000 / $tck / (${samples:-1} + 0.000001)" '%.0f')"
+	set_cell prof_per_thread 0 "$(calc "($c2 - $c1 - ($c1 - $c0)) * 1000000 / $tck / (${samples:-1} + 0.000001) / ($profile_n + 3)" '%.1f')"
+	say "  profile: target $busy_p% of a core (at rest $rest%), $samples dumps"
+	stop "$tpid"
+	daemon_stop
+else
+	status=1
+	daemon_stop
+fi
+
 # ---- the daemon at rest ----
 say "running: daemon at rest, $rest_targets targets sampled at 1 Hz"
 rest_pids=""
@@ -791,6 +860,16 @@ echo "| heartbeat ($policy, 1 ms): largest gap, nobody dumping (2 s) | $(gap idl
 echo "| heartbeat's largest gap, snapshots back to back (a miss of 3 ms: a gap of 4 ms) | $(gap sw "p$n") | ≤ 4 ms | $(met_one "$pgap" '<=' 4) |"
 echo "| heartbeat's largest gap, \`eu-stack -s\` / gdb back to back | $(gap eus "p$n") / $(gap gdb "p$n") | - | - |"
 echo "| threads: stackwatch ok / eu-stack -s / gdb | $(cell p_threads "$n") / $(cell peus_threads "$n") / $(cell pgdb_threads "$n") | N + 2 | - |"
+echo
+echo "pprof (/debug/pprof/goroutine and /debug/pprof/profile)"
+echo
+echo "| figure | value | target | met |"
+echo "| --- | --- | --- | --- |"
+echo "| \`curl /debug/pprof/goroutine?pid=N\` of $ptrace_n threads, the dump cached (median of $((pprof_rounds * 4))) | $(cell pp_pprof 0) ms ($(cell pp_bytes 0)) | - | - |"
+echo "| \`curl /api/v1/stacks?pid=N\` of the same dump, alternated with it | $(cell pp_json 0) ms | - | - |"
+echo "| goroutine / JSON | $(cell pp_ratio 0) | ≤ 1.5 | $(met_one "$(cell pp_ratio 0)" '<=' 1.5) |"
+echo "| a ${profile_s} s profile at 19 Hz of $profile_n threads: the target's CPU beyond its own at rest ($(cell prof_rest 0)%) | $(cell prof_cost 0)% of a core | < 3% | $(met_one "$(cell prof_cost 0)" '<' 3) |"
+echo "| … the dumps it took, and the target's CPU per dump / per thread per dump | $(cell prof_samples 0); $(cell prof_per_sample 0) µs / $(cell prof_per_thread 0) µs | - | - |"
 echo
 echo "A gap of the idle control above its limit is the machine's own: then" \
 	"the snapshot's figure can be no better. tests/bench/bench_snapshot" \
