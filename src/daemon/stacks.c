@@ -12,6 +12,7 @@
 #include "cond.h"
 #include "log.h"
 #include "modfile.h"
+#include "jitmap.h"
 #include "stacks.h"
 
 const double stacks_buckets[STACKS_NBUCKETS] = {
@@ -134,6 +135,8 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 	}
 }
 
+static void name_jit_frames(struct target *t, struct sw_dump *d);
+
 int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 		bool symbols, struct sw_dump **out)
 {
@@ -173,6 +176,8 @@ int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 	pthread_mutex_unlock(&s->sym_lock);
 	if (mrc == 0)
 		modfile_maps_release(&mm);
+	if (rc == 0 && symbols)
+		name_jit_frames(t, d);
 	if (rc == 0)
 		rc = group_dump(d);
 	if (rc < 0) {
@@ -220,7 +225,15 @@ struct target_svc {
 	size_t hist_bytes;    /* what hist takes, charged to uid */
 	struct stacks *owner; /* whose use hist_bytes is in; NULL: none */
 	uid_t uid;
+	struct jitmap jit; /* its perf map; used by the one dump in flight */
 };
+
+/* JIT frames named from t's perf map (jitmap.h). */
+static void name_jit_frames(struct target *t, struct sw_dump *d)
+{
+	if (t->svc && !t->self)
+		jitmap_apply(&t->svc->jit, t->pid, t->uid, d);
+}
 
 static struct target_svc *svc_new(void)
 {
@@ -242,6 +255,7 @@ static void svc_free(struct target_svc *svc)
 	for (size_t i = 0; i < svc->nhist; i++)
 		sdump_put(svc->hist[i]);
 	free(svc->hist);
+	jitmap_release(&svc->jit);
 	pthread_mutex_destroy(&svc->dump_lock);
 	pthread_cond_destroy(&svc->dump_cond);
 	free(svc);
