@@ -39,6 +39,7 @@ const state = {
   stuck: new Map(), // pid -> Map(tid -> stuck thread), from /api/v1/stuck
   open: new Map(), // group key -> open, as the user left it
   zoom: new Map(), // pid -> flame graph zoom path
+  profile: new Map(), // pid -> the Profile view's settings: open, mode, window, diff
   timer: 0,
   gen: 0, // renders so far: building the rest of the groups of an older one stops
   loading: false,
@@ -268,7 +269,100 @@ class ProcessView {
       sec.append(el('h3', { id: `flame-${p.pid}` }, 'Flame graph ',
         el('span', { class: 'muted' }, '(all threads; outermost frame on top)')), this.flameBox);
     }
+    sec.append(this.profileSection());
     return sec;
+  }
+
+  // The Profile view: a flame graph of the daemon's samples of this
+  // process over a window of its history (/api/v1/profile), every thread
+  // (wall clock) or only the running ones (CPU), or a differential one:
+  // the newer half of the window against the older. Loaded when opened.
+  profileSection() {
+    const pid = this.p.pid;
+    const st = state.profile.get(pid) || { open: false, mode: 'wall', window: '60', diff: false };
+    state.profile.set(pid, st);
+    const option = (value, text) => el('option', { value }, text);
+    const mode = el('select', { class: 'profile-mode', 'aria-label': 'what the profile counts' },
+      option('wall', 'wall clock: every thread'), option('cpu', 'CPU: running threads only'));
+    const win = el('select', { class: 'profile-window', 'aria-label': 'the window' },
+      option('30', 'last 30 s'), option('60', 'last minute'), option('300', 'last 5 minutes'),
+      option('900', 'last 15 minutes'), option('86400', 'the whole history'));
+    const diff = el('input', { type: 'checkbox', class: 'profile-diff' });
+    mode.value = st.mode;
+    win.value = st.window;
+    diff.checked = st.diff;
+    this.profileNote = el('p', { class: 'note profile-note' });
+    this.profileBox = el('div', { class: 'flame profile-flame' });
+    this.profileState = st;
+    const det = el('details', { class: 'profile', id: `profile-${pid}` },
+      el('summary', null, 'Profile ', el('span', { class: 'muted' },
+        '(the daemon\'s samples of this process over time)')),
+      el('div', { class: 'profile-bar' }, mode, win,
+        el('label', null, diff, ' differential: the newer half of the window against the older')),
+      this.profileNote, this.profileBox);
+    const changed = () => {
+      st.mode = mode.value;
+      st.window = win.value;
+      st.diff = diff.checked;
+      if (det.open) this.loadProfile();
+    };
+    for (const c of [mode, win, diff]) c.addEventListener('change', changed);
+    det.addEventListener('toggle', () => {
+      st.open = det.open;
+      if (det.open) this.loadProfile();
+    });
+    det.open = st.open;
+    return det;
+  }
+
+  async loadProfile() {
+    const pid = this.p.pid;
+    const st = this.profileState;
+    let w = Number(st.window);
+    const url = (since, until) => `/api/v1/profile${query({ pid, mode: st.mode, since, until })}`;
+    const box = this.profileBox;
+    const token = (this.profileToken = (this.profileToken || 0) + 1);
+    let now;
+    let base = null;
+    try {
+      if (st.diff && w >= 86400) {
+        // The whole history: halves of the time it spans.
+        const all = await getJSON(url(w, 0));
+        if (all.from) w = Math.min(w, Math.max(2, (Date.now() - Date.parse(all.from)) / 1000 + 1));
+      }
+      if (st.diff) [now, base] = await Promise.all([getJSON(url(w / 2, 0)), getJSON(url(w, w / 2))]);
+      else now = await getJSON(url(w, 0));
+    } catch (e) {
+      this.profileNote.textContent = `No profile: ${e.message}`;
+      box.replaceChildren();
+      return;
+    }
+    if (token !== this.profileToken) return; // a newer load took over
+    const cpu = st.mode === 'cpu';
+    if (!now.total) {
+      this.profileNote.textContent = `No ${cpu ? 'CPU time' : 'threads'} in the samples of this window `
+        + `(${plural(now.samples, 'sample')}): the daemon samples every --sample-interval and keeps `
+        + '--history samples.';
+      box.replaceChildren();
+      box.dataset.loaded = `${st.mode}${st.diff ? '-diff' : ''}`;
+      return;
+    }
+    let older = '';
+    if (base && !base.total) { // nothing to compare with: the newer half alone
+      older = ' (none in the older half to compare with)';
+      base = null;
+    }
+    this.profileNote.textContent = `${plural(now.samples, 'sample')}${older} from ${fmtTime(now.from)} to `
+      + `${fmtTime(now.to)}; each box counts `
+      + (cpu ? 'the CPU time its threads used between samples' : 'its threads in every sample')
+      + (base ? `, against the ${plural(base.samples, 'sample')} of the half before` : '') + '.';
+    this.profileFlame = new FlameGraph(now.groups, `${this.p.comm} (${pid})`,
+      cpu ? { unit: 'ms of CPU', units: 'ms of CPU', base: base ? base.groups : null }
+        : { unit: 'thread-sample', base: base ? base.groups : null });
+    box.replaceChildren();
+    this.profileFlame.mount(box);
+    this.profileFlame.draw();
+    box.dataset.loaded = `${st.mode}${st.diff ? '-diff' : ''}`;
   }
 
   header() {
@@ -425,6 +519,7 @@ class ProcessView {
     }
     this.none.hidden = shown > 0 || !this.groups.length;
     if (this.flame) this.flame.highlight(words.join(' '));
+    if (this.profileFlame) this.profileFlame.highlight(words.join(' '));
     return shown;
   }
 
@@ -780,6 +875,8 @@ window.addEventListener('resize', () => {
   resizing = requestAnimationFrame(() => {
     for (const v of state.views) {
       if (v.flame && v.flame.box.clientWidth !== v.flame.width) v.flame.draw();
+      const pf = v.profileFlame;
+      if (pf && pf.box.clientWidth !== pf.width) pf.draw();
     }
   });
 });

@@ -10,6 +10,11 @@
 // siblings too narrow to see are drawn as one grey box ("N more stacks")
 // without their descendants, so the cost follows the width of the screen
 // rather than the number of threads or stacks.
+//
+// With a base (the groups of an earlier window) it is a differential
+// flame graph, as Brendan Gregg draws them: the boxes are the newer
+// window's, coloured by how their share changed against the base: red
+// grew, blue shrank, the deeper the more (rect[data-d] says which).
 
 const ROW = 18; // px per frame
 const MIN_WIDTH = 0.5; // px: narrower boxes are not drawn
@@ -26,6 +31,19 @@ export function frameLabel(f) {
   if (f.function) return f.function;
   if (f.module) return `${baseName(f.module)}+${f.offset || f.ip}`;
   return f.ip || '??';
+}
+
+// A box's change of share against the base, in points of a percent.
+function delta(node, g) {
+  const now = (100 * node.count) / (g.root.count || 1);
+  const then = (100 * (node.base || 0)) / (g.root.base || 1);
+  return now - then;
+}
+
+function diffColour(d) {
+  const s = Math.min(1, Math.abs(d) / 10); // 10 points: the deepest
+  if (Math.abs(d) < 0.05) return 'hsl(0, 0%, 92%)';
+  return d > 0 ? `hsl(0, 85%, ${92 - 42 * s}%)` : `hsl(215, 85%, ${92 - 42 * s}%)`;
 }
 
 // A stable hue per name: warm for code, teal for inlined frames, grey for
@@ -48,11 +66,16 @@ function colour(node) {
 
 export class FlameGraph {
   // groups: the "groups" of one process (frames innermost first);
-  // rootName: the label of the whole process.
-  constructor(groups, rootName) {
-    this.root = { name: rootName, count: 0, depth: 0, parent: null,
+  // rootName: the label of the whole process. opts.unit names what a
+  // count is ("thread" by default); opts.base makes it differential.
+  constructor(groups, rootName, opts = {}) {
+    this.root = { name: rootName, count: 0, base: 0, depth: 0, parent: null,
       frame: null, kids: new Map(), list: null };
-    for (const g of groups) this.add(g);
+    this.unit = opts.unit || 'thread';
+    this.units = opts.units || `${this.unit}s`;
+    this.diff = Boolean(opts.base);
+    for (const g of groups) this.add(g, 'count');
+    for (const g of opts.base || []) this.add(g, 'base');
     this.sortTree(this.root);
     this.zoom = this.root;
     this.query = '';
@@ -60,27 +83,30 @@ export class FlameGraph {
     this.width = 0;
   }
 
-  add(g) {
+  // Adds g's count to field ('count', or 'base' for the base) of every
+  // box on its path.
+  add(g, field) {
     let node = this.root;
-    node.count += g.count;
+    node[field] += g.count;
     for (let i = g.frames.length - 1; i >= 0; i--) {
       const f = g.frames[i];
       const name = frameLabel(f);
       const key = f.inlined ? `${name}\u0000i` : name;
       let kid = node.kids.get(key);
       if (!kid) {
-        kid = { name, count: 0, depth: node.depth + 1, parent: node,
+        kid = { name, count: 0, base: 0, depth: node.depth + 1, parent: node,
           frame: f, kids: new Map(), list: null };
         node.kids.set(key, kid);
       }
-      kid.count += g.count;
+      kid[field] += g.count;
       node = kid;
     }
   }
 
-  // Children as an array, widest first (left), then by name.
+  // Children as an array, widest first (left), then by name; boxes only
+  // the base had are left out (the graph draws the newer window).
   sortTree(node) {
-    node.list = [...node.kids.values()].sort(
+    node.list = [...node.kids.values()].filter((k) => k.count > 0).sort(
       (a, b) => b.count - a.count || (a.name < b.name ? -1 : 1));
     node.kids = null;
     for (const k of node.list) this.sortTree(k);
@@ -113,8 +139,9 @@ export class FlameGraph {
 
   showHint() {
     const n = this.root.count;
-    this.info.textContent = `${n} thread${n === 1 ? '' : 's'}. ` +
-      'Hover a box for its frame and thread count; click to zoom.';
+    this.info.textContent = `${n} ${n === 1 ? this.unit : this.units}. ` +
+      (this.diff ? 'Red grew, blue shrank against the window before. ' : '') +
+      `Hover a box for its frame and ${this.units}; click to zoom.`;
   }
 
   // The node of the box under an event, or null. (A box is a rect, and
@@ -132,7 +159,11 @@ export class FlameGraph {
   describe(n) {
     const total = this.root.count || 1;
     const pct = ((100 * n.count) / total).toFixed(1);
-    let s = `${n.name} — ${n.count} thread${n.count === 1 ? '' : 's'} (${pct}%)`;
+    let s = `${n.name} — ${n.count} ${n.count === 1 ? this.unit : this.units} (${pct}%)`;
+    if (this.diff && !n.more) {
+      const d = delta(n, this);
+      s += ` · ${d >= 0 ? '+' : ''}${d.toFixed(1)} points against the window before`;
+    }
     if (n.more) s += ' · too narrow to draw one by one: click to zoom, or search';
     const f = n.frame;
     if (f) {
@@ -235,8 +266,15 @@ export class FlameGraph {
       label = n.name.length <= chars ? n.name : `${n.name.slice(0, chars - 1)}…`;
     }
     const kind = n.frame && n.frame.inlined ? ' inl' : '';
-    out.push(`<rect data-i="${i}" class="fb${kind}${cls ? ` ${cls}` : ''}" x="${x.toFixed(2)}"`,
-      ` y="${y}" width="${Math.max(w - 0.5, 0.5).toFixed(2)}" height="${ROW - 1}" fill="${colour(n)}"/>`);
+    let fill = colour(n);
+    let d = '';
+    if (this.diff && !n.more) {
+      const dv = delta(n, this);
+      fill = diffColour(dv);
+      d = ` data-d="${Math.abs(dv) < 0.05 ? 'same' : dv > 0 ? 'grew' : 'shrank'}"`;
+    }
+    out.push(`<rect data-i="${i}"${d} class="fb${kind}${cls ? ` ${cls}` : ''}" x="${x.toFixed(2)}"`,
+      ` y="${y}" width="${Math.max(w - 0.5, 0.5).toFixed(2)}" height="${ROW - 1}" fill="${fill}"/>`);
     if (label) {
       out.push(`<text data-i="${i}" x="${(x + 3).toFixed(2)}" y="${y + ROW - 5}">${escape(label)}</text>`);
     }

@@ -39,6 +39,7 @@
 #include "profile.h"
 #include "ptracer.h"
 #include "query.h"
+#include "rolling.h"
 #include "render/pprof.h"
 #include "scheduler.h"
 #include "render/render.h"
@@ -323,6 +324,8 @@ static void get_args(struct MHD_Connection *c, struct query_args *a)
 	a->since = arg(c, "since");
 	a->seconds = arg(c, "seconds");
 	a->debug = arg(c, "debug");
+	a->until = arg(c, "until");
+	a->mode = arg(c, "mode");
 	a->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
 }
 
@@ -1038,6 +1041,38 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
+/*
+ * /api/v1/profile?pid=N: the page's Profile view, from the history alone
+ * (rolling.h): nothing is dumped, so no cross-site check is needed.
+ */
+static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c,
+				      const struct access *acc)
+{
+	struct query_profile q;
+	struct query_args a;
+	const char *bad;
+	struct target *t;
+	char why[128];
+	cJSON *doc;
+	int rc;
+
+	get_args(c, &a);
+	bad = query_parse_profile(&a, &q);
+	if (bad)
+		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
+	t = access_get(h->reg, acc, q.pid);
+	if (!t) {
+		snprintf(why, sizeof(why),
+			 "pid %d is not a process you may see", (int)q.pid);
+		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
+	}
+	rc = rolling_profile(t, q.since, q.until, q.cpu, &doc);
+	target_put(t);
+	if (rc < 0)
+		return send_error(c, 500, QUERY_JSON, "out of memory");
+	return send_json(c, MHD_HTTP_OK, doc);
+}
+
 static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 				      const struct access *acc)
 {
@@ -1244,6 +1279,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_stuck(h, c, &acc);
 	if (strcmp(url, "/api/v1/diff") == 0)
 		return handle_diff(h, c, &acc);
+	if (strcmp(url, "/api/v1/profile") == 0)
+		return handle_profile(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c, &acc);
 	if (strcmp(url, "/debug/pprof/goroutine") == 0)

@@ -146,3 +146,29 @@ const char *query_parse_pprof(const struct query_args *a,
 		return "timeout_ms must be an integer from 1 to 10000";
 	return NULL;
 }
+
+const char *query_parse_profile(const struct query_args *a,
+				struct query_profile *q)
+{
+	long v = parse_num(a->pid);
+
+	q->since = QUERY_MAX_SINCE_S;
+	q->until = 0;
+	q->cpu = false;
+	if (v <= 0)
+		return "pid must be a positive integer";
+	q->pid = (pid_t)v;
+	if (a->since && !parse_since(a->since, &q->since))
+		return "since must be a number of seconds from 0 to 86400";
+	if (a->until && !parse_since(a->until, &q->until))
+		return "until must be a number of seconds from 0 to 86400";
+	if (!(q->until < q->since))
+		return "until must be less than since";
+	if (a->mode) {
+		if (strcmp(a->mode, "cpu") == 0)
+			q->cpu = true;
+		else if (strcmp(a->mode, "wall") != 0)
+			return "mode must be wall or cpu";
+	}
+	return NULL;
+}

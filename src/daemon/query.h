@@ -36,6 +36,8 @@ struct query_args {
 	const char *since;
 	const char *seconds; /* /debug/pprof/profile */
 	const char *debug;   /* /debug/pprof/: 0 protobuf, 1 or 2 text */
+	const char *until;   /* /api/v1/profile */
+	const char *mode;    /* /api/v1/profile: wall or cpu */
 	const char *accept;  /* the Accept header */
 };
 
@@ -52,6 +54,14 @@ struct query_diff {
 	pid_t pid;
 	double since; /* seconds */
 	int timeout_ms;
+};
+
+/* What a /api/v1/profile request asked for. */
+struct query_profile {
+	pid_t pid;
+	double since; /* seconds ago the window starts */
+	double until; /* and ends; until < since */
+	bool cpu;     /* mode=cpu: running threads only */
 };
 
 /* What a /debug/pprof/ request asked for. */
@@ -91,5 +101,14 @@ const char *query_parse_diff(const struct query_args *a, int default_timeout_ms,
  */
 const char *query_parse_pprof(const struct query_args *a,
 			      int default_timeout_ms, struct query_pprof *q);
+
+/*
+ * Reads a /api/v1/profile request: pid (required), since (seconds, 0 to
+ * 86400, default 86400: the whole history), until (seconds, default 0,
+ * less than since), mode (wall, the default, or cpu). Returns NULL with
+ * *q filled, or the reason the request is invalid.
+ */
+const char *query_parse_profile(const struct query_args *a,
+				struct query_profile *q);
 
 #endif /* SWD_QUERY_H */

@@ -708,6 +708,35 @@ struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
 	return found;
 }
 
+int stacks_history(struct target *t, uint64_t from_ns, uint64_t to_ns,
+		   struct sdump ***out, size_t *n)
+{
+	struct sdump **list;
+	size_t k = 0;
+
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&t->svc->dump_lock);
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	list = calloc(t->svc->nhist ? t->svc->nhist : 1, sizeof(*list));
+	if (!list) {
+		pthread_mutex_unlock(&t->svc->dump_lock);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->svc->nhist; i++) {
+		struct sdump *sd = t->svc->hist[i];
+
+		if (sd->mono_ns < from_ns || sd->mono_ns > to_ns)
+			continue;
+		sdump_get(sd);
+		list[k++] = sd;
+	}
+	pthread_mutex_unlock(&t->svc->dump_lock);
+	*out = list;
+	*n = k;
+	return 0;
+}
+
 static uint64_t cpu_ms(const struct sw_thread *t)
 {
 	return t->utime_ms + t->stime_ms;

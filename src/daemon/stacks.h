@@ -163,6 +163,14 @@ int stacks_unsymbolized(struct stacks *s, const struct sw_dump *d,
 struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
 				   double age_s);
 
+/*
+ * The samples of t's history taken between from_ns and to_ns (monotonic),
+ * oldest first, each with a reference: *out (malloc'd, *n of them; the
+ * caller drops each with sdump_put() and frees the array). 0 or -ENOMEM.
+ */
+int stacks_history(struct target *t, uint64_t from_ns, uint64_t to_ns,
+		   struct sdump ***out, size_t *n);
+
 /* A stuck thread: index into sd->d->threads, and why. */
 struct stuck {
 	size_t thread;

@@ -111,8 +111,8 @@ bool group_same_stack(const struct sw_dump *da, const struct sw_thread *a,
  * The hash of t's stack, consistent with group_same_stack(): what frame_eq
  * compares, and nothing it ignores. modhash holds each module's hash.
  */
-static uint64_t stack_hash(const uint64_t *modhash, size_t nmodules,
-			   const struct sw_thread *t)
+uint64_t group_stack_hash(const uint64_t *modhash, size_t nmodules,
+			  const struct sw_thread *t)
 {
 	uint64_t h = hash_u64(HASH_SEED, t->nframes);
 
@@ -188,7 +188,7 @@ static int group_cmp(const void *a, const void *b)
 }
 
 /* Hashes of the dump's modules: build-id and path. NULL on no memory. */
-static uint64_t *module_hashes(const struct sw_dump *d)
+uint64_t *group_module_hashes(const struct sw_dump *d)
 {
 	uint64_t *mh = malloc((d->nmodules ? d->nmodules : 1) * sizeof(*mh));
 
@@ -216,7 +216,7 @@ static size_t group_of(const struct sw_dump *d, size_t ti,
 		       size_t nslots, struct tgroup *tg, size_t *ngroups)
 {
 	const struct sw_thread *t = &d->threads[ti];
-	uint64_t h = stack_hash(modhash, d->nmodules, t);
+	uint64_t h = group_stack_hash(modhash, d->nmodules, t);
 	size_t i = (size_t)(h ^ (h >> 29)) & (nslots - 1);
 
 	for (;; i = (i + 1) & (nslots - 1)) {
@@ -318,7 +318,7 @@ int group_dump(struct sw_dump *d)
 	dump_release_groups(d);
 	order = malloc((d->nthreads ? d->nthreads : 1) * sizeof(*order));
 	next = malloc((d->nthreads ? d->nthreads : 1) * sizeof(*next));
-	modhash = module_hashes(d);
+	modhash = group_module_hashes(d);
 	if (!order || !next || !modhash)
 		goto out_free;
 	for (size_t i = 0; i < d->nthreads; i++) {

@@ -26,4 +26,13 @@ int group_dump(struct sw_dump *d);
 bool group_same_stack(const struct sw_dump *da, const struct sw_thread *a,
 		      const struct sw_dump *db, const struct sw_thread *b);
 
+/*
+ * Hashes for telling stacks apart across dumps: each module's (its
+ * build-id and path; malloc'd, NULL on no memory), then a stack's, equal
+ * for two stacks that group_same_stack() finds the same.
+ */
+uint64_t *group_module_hashes(const struct sw_dump *d);
+uint64_t group_stack_hash(const uint64_t *modhash, size_t nmodules,
+			  const struct sw_thread *t);
+
 #endif /* SW_GROUP_H */

@@ -58,6 +58,10 @@ static void split(char *buf, struct query_args *a)
 			take(&a->seconds, value);
 		else if (strcmp(kv, "debug") == 0)
 			take(&a->debug, value);
+		else if (strcmp(kv, "until") == 0)
+			take(&a->until, value);
+		else if (strcmp(kv, "mode") == 0)
+			take(&a->mode, value);
 	}
 }
 
@@ -101,6 +105,21 @@ static void check_diff(const struct query_args *a)
 		abort();
 }
 
+static void check_profile(const struct query_args *a)
+{
+	struct query_profile q;
+	const char *why = query_parse_profile(a, &q);
+
+	if (why) {
+		check_reason(why);
+		return;
+	}
+	if (!a->pid || q.pid <= 0 || !(q.since >= 0) ||
+	    q.since > QUERY_MAX_SINCE_S || !(q.until >= 0) ||
+	    !(q.until < q.since) || (!a->mode && q.cpu))
+		abort();
+}
+
 static void check_pprof(const struct query_args *a)
 {
 	struct query_pprof q;
@@ -133,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_stacks(&a, QUERY_JSON);
 	check_diff(&a);
 	check_pprof(&a);
+	check_profile(&a);
 	free(buf);
 	return 0;
 }

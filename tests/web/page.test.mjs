@@ -277,6 +277,60 @@ test('the flame graph: hover shows frame and count, click zooms', async () => {
   await page.close();
 });
 
+test('the Profile view: the history as a flame graph, wall or CPU, and differential', async () => {
+  // History: every fresh dump is a sample (this daemon samples nothing itself).
+  for (let i = 0; i < 6; i++) {
+    await getJSON(`/api/v1/stacks?pid=${small.pid}`);
+    await new Promise((r) => setTimeout(r, 60));
+  }
+  const api = await getJSON(`/api/v1/profile?pid=${small.pid}`);
+  assert.ok(api.samples >= 6, `samples in the history: ${api.samples}`);
+  assert.equal(api.total, api.groups.reduce((a, g) => a + g.count, 0), 'total is the sum of the groups');
+  const waiters = api.groups.find((g) => g.frames.some((f) => f.function === 'waiter_wait()'));
+  assert.ok(waiters && waiters.count >= 64 * 6 && waiters.count % 64 === 0, 'the 64 waiters in every sample');
+  const cpu = await getJSON(`/api/v1/profile?pid=${small.pid}&mode=cpu`);
+  assert.equal(cpu.unit, 'ms');
+  const spin = cpu.groups.filter((g) => g.frames.some((f) => /spin_loop/.test(f.function || '')))
+    .reduce((a, g) => a + g.count, 0);
+  const wait = cpu.groups.filter((g) => g.frames.some((f) => f.function === 'waiter_wait()'))
+    .reduce((a, g) => a + g.count, 0);
+  assert.ok(spin > wait, `CPU: the spinner (${spin} ms) above the 64 waiters (${wait} ms)`);
+  for (const [q, status] of [['', 400], ['pid=4194304', 404], [`pid=${small.pid}&since=10&until=20`, 400],
+    [`pid=${small.pid}&mode=x`, 400]]) {
+    const res = await fetch(`${base}/api/v1/profile?${q}`);
+    assert.equal(res.status, status, q);
+  }
+
+  const page = await open(`/stacks?pid=${small.pid}`);
+  const box = page.locator('.profile-flame');
+  await page.click('details.profile > summary');
+  await page.waitForSelector('.profile-flame[data-loaded="wall"] svg rect');
+  assert.ok(await box.locator('text', { hasText: /^waiter_wait\(\)$/ }).count() === 1, 'the waiters are drawn');
+  assert.match(await page.textContent('.profile-flame .flame-info'), /^\d+ thread-samples\./);
+  assert.match(await page.textContent('.profile-note'), /^\d+ samples from .* each box counts its threads in every sample/);
+  await page.selectOption('.profile-mode', 'cpu');
+  await page.waitForSelector('.profile-flame[data-loaded="cpu"]');
+  if (await box.locator('svg').count()) {
+    assert.match(await page.textContent('.profile-flame .flame-info'), /^\d+ ms of CPU\./);
+  }
+  await page.selectOption('.profile-mode', 'wall');
+  await page.selectOption('.profile-window', '86400');
+  await page.check('.profile-diff');
+  await page.waitForSelector('.profile-flame[data-loaded="wall-diff"]');
+  const rects = box.locator('rect[data-d]');
+  if (await rects.count()) {
+    assert.match(await page.textContent('.profile-flame .flame-info'), /Red grew, blue shrank/);
+    const kinds = await rects.evaluateAll((rs) => rs.map((r) => r.dataset.d));
+    assert.ok(kinds.every((k) => ['grew', 'shrank', 'same'].includes(k)), kinds.join(' '));
+    await rects.first().hover();
+    assert.match(await page.textContent('.profile-flame .flame-info'), /points against the window before/);
+  } else {
+    assert.match(await page.textContent('.profile-note'), /No threads in the samples of this window/);
+  }
+  await page.screenshot({ path: path.join(SHOTS, 'profile.png'), fullPage: true });
+  await page.close();
+});
+
 test('links to the same view as JSON, text and folded', async () => {
   const page = await open(`/stacks?pid=${small.pid}`);
   const href = (t) => page.getAttribute(`.proc .links a:text-is("${t}")`, 'href');
