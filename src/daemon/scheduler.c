@@ -236,7 +236,10 @@ static void *sched_main(void *arg)
 		uint64_t next = pass(s, now);
 		struct timespec ts;
 
-		notify_watchdog();
+		/* A sampler feeds the watchdog; with only profiles to take,
+		 * the notifier's own thread does (notify.c). */
+		if (s->interval_ns || s->ptrace_interval_ns)
+			notify_watchdog();
 		/* At least 1 ms: never spin when everything is queued. */
 		if (next < now + MIN_PASS_NS)
 			next = now + MIN_PASS_NS;

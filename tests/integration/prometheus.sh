@@ -129,23 +129,29 @@ else
 fi
 
 # Values: the daemon's before a scrape <= Prometheus's <= the daemon's
-# after it (the counter only grows; the gauge holds still).
+# after it (the counter only grows). An instant query answers with the
+# time of the query, not of the scrape: a range query gives each
+# scrape's own timestamp.
 before_dumps=$(metric 'stackwatch_dumps_total{result="ok"}')
 before_t=$(python3 -c 'import time; print(time.time())')
 i=0 got=""
 while [ $i -lt 100 ]; do
-	got=$(query 'stackwatch_dumps_total{result="ok"}')
-	ts=${got#* }
-	if [ -n "$got" ] &&
-		python3 -c "import sys; sys.exit(0 if $ts > $before_t + 0.05 else 1)"; then
-		break
-	fi
-	got=""
+	got=$(curl -s "$purl/api/v1/query" \
+		--data-urlencode 'query=stackwatch_dumps_total{result="ok"}[30s]' |
+		python3 -c '
+import json, sys
+try:
+    vals = json.load(sys.stdin)["data"]["result"][0]["values"]
+    after = [v for v in vals if float(v[0]) > '"$before_t"' + 0.05]
+    print(after[-1][1] if after else "")
+except Exception:
+    pass')
+	[ -n "$got" ] && break
 	sleep 0.2
 	i=$((i + 1))
 done
 after_dumps=$(metric 'stackwatch_dumps_total{result="ok"}')
-pdumps=${got%% *}
+pdumps=$got
 if [ -n "$pdumps" ] && [ "$before_dumps" -le "$pdumps" ] &&
 	[ "$pdumps" -le "$after_dumps" ] && [ "$pdumps" -gt 0 ]; then
 	ok "stackwatch_dumps_total in Prometheus ($pdumps) is the daemon's (between $before_dumps and $after_dumps)"
