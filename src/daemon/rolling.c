@@ -184,7 +184,8 @@ int rolling_profile(struct target *t, double since_s, double until_s, bool cpu,
 	for (size_t i = 0; i < rt.cap; i++)
 		if (rt.s[i].d)
 			rt.s[k++] = rt.s[i];
-	qsort(rt.s, k, sizeof(*rt.s), by_count);
+	if (k)
+		qsort(rt.s, k, sizeof(*rt.s), by_count);
 	cJSON_AddNumberToObject(doc, "pid", t->pid);
 	cJSON_AddStringToObject(doc, "comm", t->comm);
 	cJSON_AddStringToObject(doc, "mode", cpu ? "cpu" : "wall");

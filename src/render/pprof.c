@@ -251,7 +251,7 @@ static char *utf8_copy(const char *s)
 static int64_t intern(struct pprof *p, const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
-	uint32_t at;
+	uint32_t at = 0;
 	char **slot;
 	int rc;
 
@@ -346,7 +346,7 @@ static int64_t function_id(struct pprof *p, const struct sw_frame *f)
 {
 	int64_t key[2];
 	Perftools__Profiles__Function *fn;
-	uint32_t at;
+	uint32_t at = 0;
 	int rc;
 
 	if (!f->function)
@@ -397,7 +397,7 @@ static int64_t mapping_id(struct pprof *p, const struct sw_dump *d, int m,
 	char build_id[2 * SW_BUILD_ID_MAX + 1];
 	struct vec *key = &p->scratch;
 	int64_t pid = d->pid, start = mod ? (int64_t)mod->start : -1;
-	uint32_t at;
+	uint32_t at = 0;
 	int rc;
 
 	key->n = 0;
@@ -467,7 +467,7 @@ static int location_of(struct pprof *p, const struct sw_dump *d,
 	Perftools__Profiles__Location *loc;
 	struct locx *lx;
 	size_t line_off;
-	uint32_t at;
+	uint32_t at = 0;
 	int rc;
 
 	if (mid < 0)
@@ -579,7 +579,7 @@ int pprof_add(struct pprof *p, const struct sw_dump *d,
 	struct vec *key = &p->scratch;
 	struct psample *s;
 	size_t nids;
-	uint32_t at;
+	uint32_t at = 0;
 	int rc;
 
 	if (nlabels > PPROF_MAX_LABELS)
@@ -702,9 +702,12 @@ int pprof_finish(struct pprof *p, void **out, size_t *len)
 	pt.unit = p->period_type[1];
 
 	smp = calloc(p->samples.n + 1, sizeof(*smp));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	smpp = calloc(p->samples.n + 1, sizeof(*smpp));
 	vals = calloc(p->samples.n * p->ntypes + 1, sizeof(*vals));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	labp = calloc(p->labels.n + 1, sizeof(*labp));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	linep = calloc(p->lines.n + 1, sizeof(*linep));
 	mapp = calloc(p->maps.n + 1, sizeof(*mapp));
 	locp = calloc(p->locs.n + 1, sizeof(*locp));
@@ -831,7 +834,7 @@ static int add_counts(struct pprof *p, const struct sw_dump *d)
 	if (d->ngroups == 0)
 		return 0;
 	/* The ok threads in the order of their groups (a counting sort). */
-	order = malloc((d->nthreads + 1) * sizeof(*order));
+	order = calloc(d->nthreads + 1, sizeof(*order));
 	first = calloc(d->ngroups + 1, sizeof(*first));
 	if (!order || !first) {
 		rc = -ENOMEM;

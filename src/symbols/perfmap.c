@@ -116,7 +116,8 @@ static void settle(struct perfmap *pm)
 {
 	size_t w = 0;
 
-	qsort(pm->e, pm->n, sizeof(*pm->e), by_start);
+	if (pm->n)
+		qsort(pm->e, pm->n, sizeof(*pm->e), by_start);
 	for (size_t i = 0; i < pm->n; i++) {
 		/* The last of a run with the same start wins. */
 		if (i + 1 < pm->n && pm->e[i + 1].start == pm->e[i].start) {
