@@ -2,10 +2,15 @@
 # is, and the "ok - ..." / "not ok - ..." lines they print (what tap.h is
 # to the C tests). A test ends with [ "$failed" -eq 0 ].
 #
-# Sets root (the source tree), BUILD (default $root/build) and failed.
+# Sets root (the source tree), BUILD (default $root/build, made
+# absolute) and failed; and lets an agent built with AddressSanitizer be
+# loaded into programs built without it (ASAN_OPTIONS).
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
+case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
+ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
+export ASAN_OPTIONS
 failed=0
 
 ok() {

@@ -1003,9 +1003,29 @@ static enum MHD_Result handle_stuck(struct http *h, struct MHD_Connection *c,
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
+/*
+ * The registered target pid when the requester may see it (a reference);
+ * else NULL with a 404 sent into *ret.
+ */
+static struct target *target_seen(struct http *h, struct MHD_Connection *c,
+				  const struct access *acc, pid_t pid,
+				  enum MHD_Result *ret)
+{
+	struct target *t = access_get(h->reg, acc, pid);
+	char why[64];
+
+	if (!t) {
+		snprintf(why, sizeof(why),
+			 "pid %d is not a process you may see", (int)pid);
+		*ret = send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
+	}
+	return t;
+}
+
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 				   const struct access *acc)
 {
+	enum MHD_Result ret;
 	struct query_args a;
 	struct query_diff q;
 	const char *bad;
@@ -1020,12 +1040,9 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
 	if (cross_site(c)) /* it dumps the process now */
 		return send_cross_site(c, QUERY_JSON);
-	t = access_get(h->reg, acc, q.pid);
-	if (!t) {
-		snprintf(why, sizeof(why),
-			 "pid %d is not a process you may see", (int)q.pid);
-		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
-	}
+	t = target_seen(h, c, acc, q.pid, &ret);
+	if (!t)
+		return ret;
 	rc = watch_diff(h->st, t, q.since, q.timeout_ms, &doc);
 	target_put(t);
 	if (rc == -ENOENT) {
@@ -1048,11 +1065,11 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c,
 				      const struct access *acc)
 {
+	enum MHD_Result ret;
 	struct query_profile q;
 	struct query_args a;
 	const char *bad;
 	struct target *t;
-	char why[128];
 	cJSON *doc;
 	int rc;
 
@@ -1060,12 +1077,9 @@ static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c,
 	bad = query_parse_profile(&a, &q);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
-	t = access_get(h->reg, acc, q.pid);
-	if (!t) {
-		snprintf(why, sizeof(why),
-			 "pid %d is not a process you may see", (int)q.pid);
-		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
-	}
+	t = target_seen(h, c, acc, q.pid, &ret);
+	if (!t)
+		return ret;
 	rc = rolling_profile(t, q.since, q.until, q.cpu, &doc);
 	target_put(t);
 	if (rc < 0)

@@ -24,10 +24,6 @@ trap 'exit 1' INT TERM
 
 # Nothing from the caller's environment may steer the CLI.
 unset LD_PRELOAD STACKWATCH_URL STACKWATCH_SOCKET STACKWATCH_TOKEN
-# Under "make asan" the agent carries the ASan runtime, which refuses to
-# load into an uninstrumented command unless told otherwise.
-ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
-export ASAN_OPTIONS
 
 # sw ARGS... - runs the CLI: status in $rc, output in $tmp/out, $tmp/err.
 sw() {

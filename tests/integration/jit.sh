@@ -13,13 +13,8 @@
 # and jcmd. Prints "ok - # SKIP" for what is missing.
 set -u
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
 # shellcheck source=tests/tap.sh
-. "$root/tests/tap.sh"
-ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
-export ASAN_OPTIONS
+. "$(cd "$(dirname "$0")/../.." && pwd)/tests/tap.sh"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "ok - # SKIP needs root (a program of another user)"
@@ -118,12 +113,13 @@ EOF
 	return 1
 }
 
-# node_start NAME [setpriv args] -- node args: starts node, waits for
+# node_start NAME CMD...: starts CMD (node, java) in $tmp, waits for its
 # "ready"; sets np.
 node_start() {
 	name=$1
 	shift
-	"$@" >"$tmp/$name.out" 2>&1 &
+	# In $tmp: node writes its V8 log (isolate-*-v8.log) where it runs.
+	(cd "$tmp" && exec "$@") >"$tmp/$name.out" 2>&1 &
 	np=$!
 	kids="$kids $np"
 	i=0
@@ -133,17 +129,24 @@ node_start() {
 	done
 }
 
-# Under the agent.
-node_start agent env LD_PRELOAD="$BUILD/libstackwatch-agent.so" \
-	STACKWATCH_SOCKET="$tmp/agent.sock" \
-	node --perf-basic-prof --interpreted-frames-native-stack "$tmp/hot.js"
-if named "$np" hotInner hotOuter >"$tmp/line"; then
-	ok "node under the agent: hotInner and hotOuter named [jit], frames down to __libc_start_main"
+# Under the agent. An agent built with AddressSanitizer cannot be: any
+# sanitized library preloaded into node makes it crash at start (a
+# one-line library does the same), so that build skips this check.
+if readelf -d "$BUILD/libstackwatch-agent.so" 2>/dev/null | grep -q 'libasan'; then
+	echo "ok - # SKIP node under an agent built with AddressSanitizer: ASan's runtime preloaded into node crashes it"
 else
-	nok "node under the agent: no [jit] hotInner/hotOuter down to __libc_start_main"
-	sed 's/^/# /' "$tmp/frames" | head -20
+	node_start agent env LD_PRELOAD="$BUILD/libstackwatch-agent.so" \
+		STACKWATCH_SOCKET="$tmp/agent.sock" \
+		node --perf-basic-prof --interpreted-frames-native-stack "$tmp/hot.js"
+	if named "$np" hotInner hotOuter >"$tmp/line"; then
+		ok "node under the agent: hotInner and hotOuter named [jit], frames down to __libc_start_main"
+	else
+		nok "node under the agent: no [jit] hotInner/hotOuter down to __libc_start_main"
+		sed 's/^/# /' "$tmp/frames" | head -20
+		sed 's/^/# /' "$tmp/agent.out" | head -20
+	fi
+	kill "$np"
 fi
-kill "$np"
 
 # Without the agent: the ptrace snapshot.
 node_start plain node --perf-basic-prof --interpreted-frames-native-stack \

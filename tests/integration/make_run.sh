@@ -24,9 +24,6 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 unset MAKEFLAGS MFLAGS MAKELEVEL STACKWATCH_URL STACKWATCH_TOKEN LD_PRELOAD
-# Under "make asan" the agent carries the ASan runtime.
-ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
-export ASAN_OPTIONS
 
 # An asynchronous command of a non-interactive shell starts with SIGINT
 # ignored, and a shell cannot trap a signal ignored on entry; a terminal's

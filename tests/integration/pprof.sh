@@ -26,15 +26,7 @@ for f in stackwatchd libstackwatch-agent.so fixtures/workload; do
 		exit 1
 	fi
 done
-if [ ! -d "$web/node_modules/pprof-format" ]; then
-	log=$(mktemp) || exit 1
-	if ! npm ci --prefix "$web" --no-audit --no-fund --prefer-offline \
-		>"$log" 2>&1; then
-		sed 's/^/# /' "$log"
-		rm -f "$log"
-		echo "not ok - npm ci in tests/web installs pprof-format"
-		exit 1
-	fi
-	rm -f "$log"
-fi
+# shellcheck source=tests/web/modules.sh
+. "$web/modules.sh"
+web_modules pprof-format || exit 1
 exec node --test-reporter=tap "$web/pprof.test.mjs"

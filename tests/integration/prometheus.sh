@@ -12,13 +12,8 @@
 # one is missing. Prints one "ok - ..." or "not ok - ..." line per check.
 set -u
 
-root=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$root/build}
-case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
 # shellcheck source=tests/tap.sh
-. "$root/tests/tap.sh"
-ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
-export ASAN_OPTIONS
+. "$(cd "$(dirname "$0")/../.." && pwd)/tests/tap.sh"
 
 for tool in prometheus curl python3; do
 	if ! command -v "$tool" >/dev/null 2>&1; then

@@ -28,8 +28,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 unset LD_PRELOAD STACKWATCH_URL STACKWATCH_TOKEN NOTIFY_SOCKET
-ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
-export ASAN_OPTIONS
 
 # start LOG ARGS... - starts the daemon, waits for its "listening on"
 # line; sets daemon_pid and url, or returns 1 when it exited.

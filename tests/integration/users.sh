@@ -13,12 +13,8 @@ set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$root/build}
-case $BUILD in /*) ;; *) BUILD=$root/$BUILD ;; esac
 # shellcheck source=tests/tap.sh
 . "$root/tests/tap.sh"
-# An agent built with AddressSanitizer is loaded into programs without it.
-ASAN_OPTIONS=${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}verify_asan_link_order=0
-export ASAN_OPTIONS
 
 if [ "$(id -u)" != 0 ]; then
 	echo "ok - # SKIP needs root: the daemon runs as root, programs as users"

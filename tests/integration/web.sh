@@ -31,18 +31,9 @@ for f in stackwatchd libstackwatch-agent.so fixtures/workload; do
 	fi
 done
 
-if [ ! -d "$web/node_modules/playwright-core" ] ||
-	[ ! -d "$web/node_modules/pprof-format" ]; then
-	log=$(mktemp) || exit 1
-	if ! npm ci --prefix "$web" --no-audit --no-fund --prefer-offline \
-		>"$log" 2>&1; then
-		sed 's/^/# /' "$log"
-		rm -f "$log"
-		echo "not ok - npm ci in tests/web installs playwright-core and pprof-format"
-		exit 1
-	fi
-	rm -f "$log"
-fi
+# shellcheck source=tests/web/modules.sh
+. "$web/modules.sh"
+web_modules playwright-core pprof-format || exit 1
 
 # Top-level tests print "ok N - NAME"; their details are indented.
 exec node --test-reporter=tap "$web/page.test.mjs"
