@@ -29,3 +29,27 @@ need() {
 		exit 1
 	fi
 }
+
+# tap_daemon DIR ARGS... - the daemon on 127.0.0.1:0 with its agent and
+# HTTP sockets in DIR, its log DIR/daemon.log, and ARGS; sets dpid and
+# url. Stops the test with one "not ok" (and the log) unless it listens
+# within 10 s.
+tap_daemon() {
+	dir=$1
+	shift
+	"$BUILD/stackwatchd" --listen 127.0.0.1:0 --agent-socket "$dir/agent.sock" \
+		--http-socket "$dir/http.sock" --config /dev/null "$@" \
+		2>"$dir/daemon.log" &
+	dpid=$!
+	i=0
+	while [ $i -lt 100 ] && ! grep -q '^listening on ' "$dir/daemon.log"; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	url=$(sed -n 's/^listening on //p' "$dir/daemon.log" | head -n 1)
+	if [ -z "$url" ]; then
+		nok "the daemon listens"
+		sed 's/^/# /' "$dir/daemon.log"
+		exit 1
+	fi
+}

@@ -38,17 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BUILD/stackwatchd" --listen 127.0.0.1:0 --agent-socket "$tmp/agent.sock" \
-	--http-socket "$tmp/http.sock" --config /dev/null \
-	--sample-interval 0 --admin-group "" 2>"$tmp/daemon.log" &
-dpid=$!
-i=0
-while [ $i -lt 100 ] && ! grep -q '^listening on ' "$tmp/daemon.log"; do
-	sleep 0.1
-	i=$((i + 1))
-done
-url=$(sed -n 's/^listening on //p' "$tmp/daemon.log" | head -n 1)
-[ -n "$url" ] || { nok "the daemon listens"; exit 1; }
+tap_daemon "$tmp" --sample-interval 0 --admin-group ""
 
 cat >"$tmp/hot.js" <<'EOF'
 function hotInner(n) {

@@ -39,21 +39,7 @@ free_port() {
 }
 
 # The daemon samples every 200 ms and flags a thread stuck after 1 s.
-"$BUILD/stackwatchd" --listen 127.0.0.1:0 --agent-socket "$tmp/agent.sock" \
-	--http-socket "$tmp/http.sock" --config /dev/null \
-	--sample-interval 200 --stuck-after 1 2>"$tmp/daemon.log" &
-dpid=$!
-i=0
-while [ $i -lt 100 ] && ! grep -q '^listening on ' "$tmp/daemon.log"; do
-	sleep 0.1
-	i=$((i + 1))
-done
-url=$(sed -n 's/^listening on //p' "$tmp/daemon.log" | head -n 1)
-if [ -z "$url" ]; then
-	nok "the daemon listens"
-	sed 's/^/# /' "$tmp/daemon.log"
-	exit 1
-fi
+tap_daemon "$tmp" --sample-interval 200 --stuck-after 1
 hostport=${url#http://}
 
 # A process under the agent: 64 waiters, a mover and a spinner on one line.
