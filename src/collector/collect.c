@@ -42,6 +42,13 @@
 
 /* Without an answer for this long, the dumper checks who has exited. */
 #define COLLECT_EXIT_POLL_NS (5 * 1000000ull)
+/*
+ * A thread seen blocking our signal is looked at again once the threads
+ * in flight answered, or this long after it was put aside: one still
+ * returning from the previous dump's handler, preempted before its
+ * sigreturn on a busy machine, keeps the signal blocked for a while.
+ */
+#define COLLECT_RECHECK_NS (2 * 1000000ull)
 
 /* Everything below is under the dump lock (dumplock.h). */
 static uint64_t next_gen;
@@ -93,7 +100,8 @@ struct run {
 	bool *learn;		    /* per thread: unwound by libunwind */
 	size_t *recheck;	    /* threads seen blocking the signal once */
 	size_t nrecheck;
-	size_t rechecked; /* how many of them were started again */
+	size_t rechecked;    /* how many of them were started again */
+	uint64_t recheck_ns; /* not before this while others are in flight */
 	size_t window;
 };
 
@@ -422,6 +430,9 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 		 */
 		if (!recheck) {
 			migrate(r, t->tid, sigblk, pt.sigpnd);
+			if (!r->nrecheck)
+				r->recheck_ns =
+					clock_now_ns() + COLLECT_RECHECK_NS;
 			r->recheck[r->nrecheck++] = i;
 			return 1;
 		}
@@ -543,7 +554,8 @@ static void start_more(struct run *r)
 
 		if (!again)
 			i = r->next;
-		else if (r->rechecked < r->nrecheck)
+		else if (r->rechecked < r->nrecheck &&
+			 (r->inflight == 0 || clock_now_ns() >= r->recheck_ns))
 			i = r->recheck[r->rechecked];
 		else
 			return;
@@ -633,6 +645,7 @@ static void signal_all(struct run *r)
 {
 	for (;;) {
 		uint64_t now, until;
+		bool for_recheck;
 		uint32_t seq;
 
 		start_more(r);
@@ -650,13 +663,20 @@ static void signal_all(struct run *r)
 		now = clock_now_ns();
 		if (now >= r->deadline_ns)
 			break;
-		/* No answer for a while: look for threads gone meanwhile. */
+		/* No answer for a while: look for threads gone meanwhile;
+		 * or the time has come to look at those put aside. */
 		until = now + COLLECT_EXIT_POLL_NS;
-		if (until >= r->deadline_ns)
+		for_recheck = r->rechecked < r->nrecheck &&
+			      r->recheck_ns > now && r->recheck_ns < until;
+		if (for_recheck)
+			until = r->recheck_ns;
+		if (until >= r->deadline_ns) {
 			until = r->deadline_ns;
+			for_recheck = false;
+		}
 		if (futex_wait_until(&handler_done_seq, seq, until) ==
 			    -ETIMEDOUT &&
-		    until < r->deadline_ns)
+		    until < r->deadline_ns && !for_recheck)
 			settle_quiet(r);
 	}
 	finish_at_deadline(r, NULL);
