@@ -72,31 +72,11 @@ static int rt_add(struct rtable *rt, const struct sw_dump *d,
 	return 0;
 }
 
-/* The thread tid of prev (idx: prev's threads by tid), or NULL. */
-static const struct sw_thread *find_tid(const struct sw_dump *prev,
-					const size_t *idx, pid_t tid)
-{
-	size_t lo = 0, hi = prev->nthreads;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		pid_t m = prev->threads[idx[mid]].tid;
-
-		if (m == tid)
-			return &prev->threads[idx[mid]];
-		if (m < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
 /* The CPU time (ms) thread t of a sample used since prev's, or 0. */
 static uint64_t cpu_since(const struct sw_dump *prev, const size_t *idx,
 			  const struct sw_thread *t)
 {
-	const struct sw_thread *p = find_tid(prev, idx, t->tid);
+	const struct sw_thread *p = stacks_find_tid(prev, idx, t->tid);
 	uint64_t now = t->utime_ms + t->stime_ms, then;
 
 	if (!p)

@@ -291,8 +291,7 @@ static size_t tid_pos(const struct sw_dump *d, const size_t *by_tid, pid_t tid)
 	return SIZE_MAX;
 }
 
-/* The thread with tid in d through by_tid (indices sorted by tid). */
-static const struct sw_thread *find_tid(const struct sw_dump *d,
+const struct sw_thread *stacks_find_tid(const struct sw_dump *d,
 					const size_t *by_tid, pid_t tid)
 {
 	size_t k = tid_pos(d, by_tid, tid);
@@ -301,9 +300,9 @@ static const struct sw_thread *find_tid(const struct sw_dump *d,
 }
 
 /*
- * find_tid(), trying position *next first: two samples mostly list the
+ * stacks_find_tid(), trying position *next first: two samples mostly list the
  * same threads in the same order. The guess is taken only where the tid
- * is unique there, so the answer is find_tid()'s. Sets *next past the
+ * is unique there, so the answer is stacks_find_tid()'s. Sets *next past the
  * thread found.
  */
 static const struct sw_thread *find_tid_near(const struct sw_dump *d,
@@ -785,7 +784,7 @@ int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 			list[cnt++].reason = "blocked-in-kernel";
 			continue;
 		}
-		p = idx ? find_tid(prev->d, idx, th->tid) : NULL;
+		p = idx ? stacks_find_tid(prev->d, idx, th->tid) : NULL;
 		if (th->status == SW_ST_OK && th->state == 'R' && p &&
 		    cpu_ms(th) > cpu_ms(p)) {
 			list[cnt].thread = i;

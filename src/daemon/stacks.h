@@ -199,6 +199,10 @@ bool stacks_same_thread_stack(const struct sw_dump *da,
 /* Indices of d's threads sorted by tid (malloc'd); NULL on no memory. */
 size_t *stacks_index_by_tid(const struct sw_dump *d);
 
+/* The thread with tid in d through by_tid (indices sorted by tid), or NULL. */
+const struct sw_thread *stacks_find_tid(const struct sw_dump *d,
+					const size_t *by_tid, pid_t tid);
+
 /* Symbol cache counters (taken under the lock). */
 void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses);
 
