@@ -47,6 +47,29 @@ static int count(cJSON *doc, const char *name, const char *status)
 	return n;
 }
 
+/* "name:status ..." of every thread, for a failure's message. */
+static const char *statuses(cJSON *doc, char *buf, size_t size)
+{
+	cJSON *t;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+	{
+		cJSON *nm = cJSON_GetObjectItem(t, "name");
+		cJSON *st = cJSON_GetObjectItem(t, "status");
+		int n;
+
+		n = snprintf(buf + off, size - off, "%s%s:%s", off ? " " : "",
+			     cJSON_IsString(nm) ? nm->valuestring : "?",
+			     cJSON_IsString(st) ? st->valuestring : "?");
+		if (n < 0 || (size_t)n >= size - off)
+			break;
+		off += (size_t)n;
+	}
+	return buf;
+}
+
 /*
  * Frames of the agent's own code in the program's threads (the sw-agent
  * thread itself aside): our interposers must not show.
@@ -385,7 +408,7 @@ static void test_claim(const struct itest_daemon *d)
 {
 	int out, in, status, got = 0, before, after;
 	pid_t pid = spawn(d, "signalfd", NULL, &out, &in);
-	char line[64];
+	char line[256];
 	cJSON *j;
 
 	TAP_OK(itest_wait_line(out, "ready") &&
@@ -413,8 +436,9 @@ static void test_claim(const struct itest_daemon *d)
 		       after != SIGRTMIN + 4 && after > 0,
 	       "the agent moved off the program's signal %d (listed %d, "
 	       "then %d), and the targets list says so; every worker is "
-	       "dumped",
-	       SIGRTMIN + 4, before, after);
+	       "dumped (HTTP %d, %d of 4 ok, statuses: %s)",
+	       SIGRTMIN + 4, before, after, status, count(j, "worker", "ok"),
+	       statuses(j, line, sizeof(line)));
 	cJSON_Delete(j);
 	itest_kill(pid);
 	close(out);
