@@ -18,6 +18,11 @@
  *                                    symbolized, with the floor and RSS;
  *                                    REPS warm dumps per figure (11) in
  *                                    each of PROCS processes (3)
+ *   bench_collect rate N [HZ [SECONDS]]
+ *                                    what sampling at HZ (19) costs a
+ *                                    process of N parked threads: its CPU
+ *                                    over SECONDS (10) at rest, dumped by
+ *                                    the real handler and by the empty one
  *
  * Every measurement runs in a child forked from a parent that has never
  * touched the library, so "cold" really is the first dump of a process
@@ -743,6 +748,105 @@ static int cmd_threads(int argc, char **argv)
 	return 0;
 }
 
+/* ---- the cost of sampling at a rate ---- */
+
+struct rate_arg {
+	size_t n;
+	int hz;
+	int seconds;
+};
+
+static uint64_t process_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The process's CPU over seconds, dumping at hz (0: not at all), on the
+ * real handler or the empty one; the dumps made go to *dumps.
+ */
+static uint64_t cpu_while(int hz, int seconds, int empty, struct result *r,
+			  long *dumps)
+{
+	uint64_t c0 = process_cpu_ns(), t0 = now_ns();
+	uint64_t end = t0 + (uint64_t)seconds * 1000000000ull;
+	uint64_t next = t0;
+
+	*dumps = 0;
+	handler_empty = empty;
+	while (now_ns() < end) {
+		if (hz > 0) {
+			time_collect(r);
+			(*dumps)++;
+			next += 1000000000ull / (uint64_t)hz;
+		} else {
+			next = end;
+		}
+		if (next > now_ns())
+			sleep_ns((long)(next - now_ns()));
+	}
+	handler_empty = 0;
+	return process_cpu_ns() - c0;
+}
+
+static void rate_child(void *arg, struct result *r)
+{
+	const struct rate_arg *a = arg;
+	long d_rest, d_real, d_floor;
+	uint64_t rest, real, floor_;
+	double s = (double)a->seconds * 1e9;
+
+	if (spawn_threads(a->n) < 0)
+		return;
+	time_collect(r); /* warm-up: installs, faults pages in */
+	rest = cpu_while(0, a->seconds, 0, r, &d_rest);
+	real = cpu_while(a->hz, a->seconds, 0, r, &d_real);
+	floor_ = cpu_while(a->hz, a->seconds, 1, r, &d_floor);
+	r->v[0] = 100.0 * (double)rest / s;
+	r->v[1] = 100.0 * ((double)real - (double)rest) / s;
+	r->v[2] = 100.0 * ((double)floor_ - (double)rest) / s;
+	r->v[3] = ((double)real - (double)rest) / 1000.0 / (double)d_real;
+	r->v[4] = ((double)floor_ - (double)rest) / 1000.0 / (double)d_floor;
+	r->v[5] = (double)d_real;
+	r->ok = 1;
+}
+
+static int cmd_rate(int argc, char **argv)
+{
+	struct rate_arg a = { 0 };
+	struct result r;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: bench_collect rate N [HZ [SECONDS]]\n");
+		return 2;
+	}
+	a.n = (size_t)strtoul(argv[2], NULL, 10);
+	a.hz = argc > 3 ? atoi(argv[3]) : 19;
+	a.seconds = argc > 4 ? atoi(argv[4]) : 10;
+	if (a.n < 1 || a.n > 60000 || a.hz < 1 || a.hz > 1000 ||
+	    a.seconds < 1 || a.seconds > WATCHDOG_S / 4) {
+		fprintf(stderr, "bench_collect: bad N, HZ or SECONDS\n");
+		return 2;
+	}
+	if (in_child(rate_child, &a, &r) < 0) {
+		printf("rate_failed 1\n");
+		return 1;
+	}
+	printf("rate_threads %zu\n", a.n);
+	printf("rate_hz %d\n", a.hz);
+	printf("rate_dumps %.0f\n", r.v[5]);
+	printf("rate_rest_pct %.2f\n", r.v[0]);
+	printf("rate_real_pct %.2f\n", r.v[1]);
+	printf("rate_floor_pct %.2f\n", r.v[2]);
+	printf("rate_real_us %.0f\n", r.v[3]);
+	printf("rate_floor_us %.0f\n", r.v[4]);
+	printf("bad %ld\n", r.bad);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -750,7 +854,10 @@ int main(int argc, char **argv)
 		return cmd_single(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "threads") == 0)
 		return cmd_threads(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "rate") == 0)
+		return cmd_rate(argc, argv);
 	fprintf(stderr, "usage: bench_collect single [SECONDS [PROCS]]\n"
-			"       bench_collect threads N [REPS [PROCS]]\n");
+			"       bench_collect threads N [REPS [PROCS]]\n"
+			"       bench_collect rate N [HZ [SECONDS]]\n");
 	return 2;
 }

@@ -15,7 +15,11 @@
 # SW_BENCH_PROCS (default 3) fresh processes, cold dumps over at least 5
 # processes, single-thread rates over SW_BENCH_PROCS processes of
 # SW_BENCH_SECONDS (default 0.5) per rate. SW_BENCH_THREADS (default
-# "100 1000 4000") sets the sizes. About a minute on an idle 2-vCPU machine.
+# "100 1000 4000") sets the sizes. Then SW_BENCH_RATE_THREADS (100)
+# parked threads sampled at SW_BENCH_RATE_HZ (19, the profile rate) for
+# SW_BENCH_RATE_SECONDS (10) each at rest, on the real handler and on the
+# empty one: what a profile costs, against the signal's own floor. About
+# a minute and a half on an idle 2-vCPU machine.
 #
 # Then the page's render times in headless Chromium (SW_BENCH_WEB=0 skips
 # them; a missed limit prints "not ok"), and tests/bench/daemon.sh (skipped with SW_BENCH_DAEMON=0) prints a
@@ -33,6 +37,9 @@ fi
 sizes=${SW_BENCH_THREADS:-100 1000 4000}
 reps=${SW_BENCH_REPS:-11}
 procs=${SW_BENCH_PROCS:-3}
+rate_n=${SW_BENCH_RATE_THREADS:-100}
+rate_hz=${SW_BENCH_RATE_HZ:-19}
+rate_s=${SW_BENCH_RATE_SECONDS:-10}
 seconds=${SW_BENCH_SECONDS:-0.5}
 status=0
 
@@ -235,6 +242,19 @@ if [ -n "$first_raw" ] && [ "$first" != "$last" ]; then
 	r=$(calc '%.2f' "$last_sym/$first_sym")
 	add "per-thread cost $last / $first threads, symbolized warm" "${r}×" \
 		"≤ 1.3×" "$(met "$r" 1.3)"
+fi
+
+# ---- sampling at a rate: what a profile costs the target ----
+echo "running: $rate_n threads sampled at $rate_hz Hz" >&2
+t=$("$bin" rate "$rate_n" "$rate_hz" "$rate_s") || status=1
+if [ -n "$(val rate_real_pct "$t")" ]; then
+	add "$rate_n threads sampled at $rate_hz Hz for $rate_s s: the process's CPU beyond its own at rest ($(val rate_rest_pct "$t")%), $(val rate_dumps "$t") dumps" \
+		"$(val rate_real_pct "$t")% of a core ($(ms_per "$rate_n" "$(val rate_real_us "$t")") a dump)" "-" "-"
+	add "the same with the empty handler (the signal floor: wake, deliver, publish)" \
+		"$(val rate_floor_pct "$t")% of a core ($(ms_per "$rate_n" "$(val rate_floor_us "$t")") a dump)" "-" "-"
+else
+	add "$rate_n threads sampled at $rate_hz Hz" "failed (see stderr)" "-" "no"
+	status=1
 fi
 
 row "figure" "measured" "target" "met"
