@@ -19,6 +19,7 @@
 #include "render/group.h"
 #include "render/render.h"
 #include "snapshot/snapshot.h"
+#include "symbols/jitmap.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
 
@@ -94,6 +95,23 @@ static int print(struct sw_dump *d, const char *format)
 	return cli_finish(CLI_OK);
 }
 
+/*
+ * Frames of JIT code named from the process's perf map (symbols/jitmap.h),
+ * which must belong to the process's user: the owner of /proc/PID.
+ */
+static void name_jit_frames(struct sw_dump *d, pid_t pid)
+{
+	struct jitmap jm = { 0 };
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st) < 0)
+		return;
+	jitmap_apply(&jm, pid, st.st_uid, d);
+	jitmap_release(&jm);
+}
+
 /* Symbolizes, groups and prints d; frees it. */
 static int finish(struct sw_dump *d, pid_t root_pid, const char *format)
 {
@@ -103,6 +121,8 @@ static int finish(struct sw_dump *d, pid_t root_pid, const char *format)
 
 	if (r == 0)
 		r = sym_dump(sym, d, true);
+	if (r == 0 && root_pid > 0)
+		name_jit_frames(d, root_pid);
 	if (r == 0)
 		r = group_dump(d);
 	sym_free(sym);

@@ -18,37 +18,6 @@
 #include "nspid.h"
 #include "model/procfs.h"
 
-int nspid_parse(const char *buf, size_t len, pid_t *outer, pid_t *inner)
-{
-	const char *p = procfs_status_value(buf, len, "NSpid");
-	const char *end = buf + len;
-	int levels = 0;
-
-	if (!p)
-		return -ENOENT;
-	while (p < end && *p != '\n') {
-		uint64_t v = 0;
-		int digits = 0;
-
-		for (; p < end && *p >= '0' && *p <= '9'; p++) {
-			v = v * 10 + (uint64_t)(*p - '0');
-			if (++digits > 10)
-				return SW_EFORMAT;
-		}
-		if (!digits || v == 0 || v > INT32_MAX ||
-		    ++levels > NSPID_MAX_LEVELS)
-			return SW_EFORMAT;
-		if (levels == 1)
-			*outer = (pid_t)v;
-		*inner = (pid_t)v;
-		/* Ids are separated by a tab (blanks tolerated); a blank
-		 * at the end of the line is not an id. */
-		while (p < end && (*p == '\t' || *p == ' '))
-			p++;
-	}
-	return levels ? 0 : SW_EFORMAT;
-}
-
 bool nspid_foreign(pid_t pid)
 {
 	char path[64];
@@ -102,7 +71,7 @@ static int read_ids(int taskfd, struct idpair **out, size_t *n)
 		snprintf(path, sizeof(path), "%d/status", (int)tids[i]);
 		len = procfs_read_at(taskfd, path, buf, sizeof(buf));
 		if (len < 0 ||
-		    nspid_parse(buf, (size_t)len, &outer, &inner) < 0 ||
+		    procfs_parse_nspid(buf, (size_t)len, &outer, &inner) < 0 ||
 		    outer != tids[i])
 			continue;
 		ids[cnt].inner = inner;

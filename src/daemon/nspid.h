@@ -20,19 +20,6 @@
 
 #include "model/dump.h"
 
-#define NSPID_MAX_LEVELS 32 /* the kernel's MAX_PID_NS_LEVEL */
-
-/*
- * Parses the "NSpid:" line of the text of a status file (len bytes, any
- * bytes are safe): *outer gets the first id (the namespace of the /proc
- * that was read), *inner the last (the task's own namespace); they are
- * equal for a task in the reader's namespace. Returns 0, -ENOENT when
- * there is no NSpid line (kernels before 4.1), or SW_EFORMAT when it is
- * malformed: empty, an id that is not a decimal from 1 to INT32_MAX, or
- * more than NSPID_MAX_LEVELS ids.
- */
-int nspid_parse(const char *buf, size_t len, pid_t *outer, pid_t *inner);
-
 /*
  * True when process pid (as the daemon sees it) is in a pid namespace
  * other than the daemon's: the inodes of /proc/self/ns/pid and

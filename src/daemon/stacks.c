@@ -12,7 +12,7 @@
 #include "cond.h"
 #include "log.h"
 #include "modfile.h"
-#include "jitmap.h"
+#include "symbols/jitmap.h"
 #include "stacks.h"
 
 const double stacks_buckets[STACKS_NBUCKETS] = {
@@ -231,8 +231,16 @@ struct target_svc {
 /* JIT frames named from t's perf map (jitmap.h). */
 static void name_jit_frames(struct target *t, struct sw_dump *d)
 {
-	if (t->svc && !t->self)
-		jitmap_apply(&t->svc->jit, t->pid, t->uid, d);
+	bool refused;
+
+	if (!t->svc || t->self)
+		return;
+	refused = t->svc->jit.refused;
+	jitmap_apply(&t->svc->jit, t->pid, t->uid, d);
+	if (t->svc->jit.refused && !refused)
+		log_debug("pid %d: its perf map is not a regular file of uid "
+			  "%u: not read",
+			  (int)t->pid, (unsigned)t->uid);
 }
 
 static struct target_svc *svc_new(void)

@@ -390,3 +390,48 @@ int procfs_read_proc(pid_t pid, struct procfs_proc *out)
 		return SW_EFORMAT;
 	return 0;
 }
+
+int procfs_parse_nspid(const char *buf, size_t len, pid_t *outer, pid_t *inner)
+{
+	const char *p = procfs_status_value(buf, len, "NSpid");
+	const char *end = buf + len;
+	int levels = 0;
+
+	if (!p)
+		return -ENOENT;
+	while (p < end && *p != '\n') {
+		uint64_t v = 0;
+		int digits = 0;
+
+		for (; p < end && *p >= '0' && *p <= '9'; p++) {
+			v = v * 10 + (uint64_t)(*p - '0');
+			if (++digits > 10)
+				return SW_EFORMAT;
+		}
+		if (!digits || v == 0 || v > INT32_MAX ||
+		    ++levels > PROCFS_NSPID_MAX_LEVELS)
+			return SW_EFORMAT;
+		if (levels == 1)
+			*outer = (pid_t)v;
+		*inner = (pid_t)v;
+		/* Ids are separated by a tab (blanks tolerated); a blank
+		 * at the end of the line is not an id. */
+		while (p < end && (*p == '\t' || *p == ' '))
+			p++;
+	}
+	return levels ? 0 : SW_EFORMAT;
+}
+
+/* The pid of pid in its own namespace (pid itself when that is ours). */
+pid_t procfs_inner_pid(pid_t pid)
+{
+	char path[64], buf[4096];
+	pid_t outer, inner;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0 || procfs_parse_nspid(buf, (size_t)n, &outer, &inner) < 0)
+		return pid;
+	return inner;
+}

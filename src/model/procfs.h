@@ -102,4 +102,24 @@ int procfs_read_uid(pid_t pid, uid_t *out);
 /* TracerPid of a process (pid 0: self). 0 or -errno. */
 int procfs_tracer_pid(pid_t pid, pid_t *out);
 
+#define PROCFS_NSPID_MAX_LEVELS 32 /* the kernel's MAX_PID_NS_LEVEL */
+
+/*
+ * Parses the "NSpid:" line of the text of a status file (len bytes, any
+ * bytes are safe): *outer gets the first id (the namespace of the /proc
+ * that was read), *inner the last (the task's own namespace); they are
+ * equal for a task in the reader's namespace. Returns 0, -ENOENT when
+ * there is no NSpid line (kernels before 4.1), or SW_EFORMAT when it is
+ * malformed: empty, an id that is not a decimal from 1 to INT32_MAX, or
+ * more than PROCFS_NSPID_MAX_LEVELS ids.
+ */
+int procfs_parse_nspid(const char *buf, size_t len, pid_t *outer, pid_t *inner);
+
+/*
+ * The pid of process pid (as we see it) in its own pid namespace, from
+ * the NSpid line of its status; pid itself when that is ours or cannot be
+ * read.
+ */
+pid_t procfs_inner_pid(pid_t pid);
+
 #endif /* SW_PROCFS_H */

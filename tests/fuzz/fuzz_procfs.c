@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	procfs_parse_status_task(buf, size, &t, &blk);
 	procfs_parse_status_hex(buf, size, "SigBlk", &blk);
 	procfs_parse_status_dec(buf, size, "TracerPid", &v);
-	nspid_parse(buf, size, &outer, &inner);
+	procfs_parse_nspid(buf, size, &outer, &inner);
 	line = malloc(size + 1);
 	if (!line)
 		return 0;

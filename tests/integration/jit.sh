@@ -55,9 +55,14 @@ hotOuter();
 EOF
 
 # frames PID - one line per thread of PID's dump: "module|function" of
-# each frame, innermost first, joined by " / "; nothing on an error.
+# each frame, innermost first, joined by " / "; nothing on an error. With
+# local set, the dump is the CLI's own (stackwatch dump --local).
 frames() {
-	curl -s "$url/api/v1/stacks?pid=$1" | python3 -c '
+	if [ -n "${local:-}" ]; then
+		"$BUILD/stackwatch" dump --local --format json "$1" 2>/dev/null
+	else
+		curl -s "$url/api/v1/stacks?pid=$1"
+	fi | python3 -c '
 import json, sys
 try:
     d = json.load(sys.stdin)
@@ -145,6 +150,13 @@ if named "$np" hotInner hotOuter >"$tmp/line"; then
 	ok "node without the agent (ptrace): hotInner and hotOuter named [jit], down to __libc_start_main"
 else
 	nok "node without the agent: no [jit] hotInner/hotOuter"
+	sed 's/^/# /' "$tmp/frames" | head -20
+fi
+# The CLI's own snapshot reads the map the same way.
+if local=1 tries=25 named "$np" hotInner hotOuter >"$tmp/line"; then
+	ok "stackwatch dump --local: hotInner and hotOuter named [jit], down to __libc_start_main"
+else
+	nok "stackwatch dump --local: no [jit] hotInner/hotOuter"
 	sed 's/^/# /' "$tmp/frames" | head -20
 fi
 kill "$np"

@@ -28,7 +28,7 @@
 static int parse(const char *s, pid_t *outer, pid_t *inner)
 {
 	*outer = *inner = -99;
-	return nspid_parse(s, strlen(s), outer, inner);
+	return procfs_parse_nspid(s, strlen(s), outer, inner);
 }
 
 static void test_parse(void)
@@ -39,7 +39,7 @@ static void test_parse(void)
 	int rc, len;
 
 	n = procfs_read_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf));
-	rc = n > 0 ? nspid_parse(buf, (size_t)n, &o, &i) : (int)n;
+	rc = n > 0 ? procfs_parse_nspid(buf, (size_t)n, &o, &i) : (int)n;
 	TAP_OK(rc == 0 && o == getpid() && i == getpid(),
 	       "our own status: NSpid is our pid at one level (%d %d)", (int)o,
 	       (int)i);
@@ -55,7 +55,7 @@ static void test_parse(void)
 	rc = parse("NSpid:\t2147483647\t5", &o, &i);
 	TAP_OK(rc == 0 && o == 2147483647 && i == 5,
 	       "INT32_MAX, and a line cut at the end of the buffer");
-	rc = nspid_parse("NSpid:\t12345\t9\n", 9, &o, &i);
+	rc = procfs_parse_nspid("NSpid:\t12345\t9\n", 9, &o, &i);
 	TAP_OK(rc == 0 && o == 12 && i == 12,
 	       "the length bounds the parse, not the NUL");
 
@@ -86,15 +86,15 @@ static void test_parse(void)
 	       "ids beyond INT32_MAX or 10 digits: SW_EFORMAT");
 
 	len = 0;
-	for (int k = 0; k < NSPID_MAX_LEVELS; k++)
+	for (int k = 0; k < PROCFS_NSPID_MAX_LEVELS; k++)
 		len += snprintf(many + len, sizeof(many) - (size_t)len, "%s%d",
 				k ? "\t" : "NSpid:\t", 1000 - k);
 	rc = parse(many, &o, &i);
-	TAP_OK(rc == 0 && o == 1000 && i == 1000 - NSPID_MAX_LEVELS + 1,
-	       "%d levels (the kernel's most) parse", NSPID_MAX_LEVELS);
+	TAP_OK(rc == 0 && o == 1000 && i == 1000 - PROCFS_NSPID_MAX_LEVELS + 1,
+	       "%d levels (the kernel's most) parse", PROCFS_NSPID_MAX_LEVELS);
 	snprintf(many + len, sizeof(many) - (size_t)len, "\t5");
 	TAP_OK(parse(many, &o, &i) == SW_EFORMAT, "%d levels: SW_EFORMAT",
-	       NSPID_MAX_LEVELS + 1);
+	       PROCFS_NSPID_MAX_LEVELS + 1);
 }
 
 static struct sw_dump *fake_dump(const pid_t *tids, size_t n)
@@ -265,7 +265,7 @@ static void test_translate_namespace(void)
 	       "it is pid 1 inside and pid %d outside", (int)outer);
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)outer);
 	len = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
-	rc = len > 0 ? nspid_parse(buf, (size_t)len, &o, &i) : (int)len;
+	rc = len > 0 ? procfs_parse_nspid(buf, (size_t)len, &o, &i) : (int)len;
 	TAP_OK(rc == 0 && o == outer && i == 1,
 	       "its NSpid line: %d outside, %d inside", (int)o, (int)i);
 	TAP_OK(nspid_foreign(outer), "its pid namespace is foreign");

@@ -9,8 +9,8 @@
  * blocking (a FIFO is refused), at most PERFMAP_MAX_BYTES of it (the end:
  * the newest code).
  */
-#ifndef SWD_JITMAP_H
-#define SWD_JITMAP_H
+#ifndef SW_JITMAP_H
+#define SW_JITMAP_H
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -26,6 +26,7 @@ struct jitmap {
 	off_t size;
 	struct timespec mtime;
 	struct perfmap *pm;
+	bool refused; /* the last look found a file not to be read */
 };
 
 /*
@@ -38,4 +39,4 @@ size_t jitmap_apply(struct jitmap *jm, pid_t pid, uid_t uid, struct sw_dump *d);
 
 void jitmap_release(struct jitmap *jm);
 
-#endif /* SWD_JITMAP_H */
+#endif /* SW_JITMAP_H */

@@ -12,23 +12,7 @@
 
 #include "model/procfs.h"
 #include "jitmap.h"
-#include "log.h"
-#include "nspid.h"
-#include "symbols/perfmap.h"
-
-/* The pid of pid in its own namespace (pid itself when that is ours). */
-static pid_t inner_pid(pid_t pid)
-{
-	char path[64], buf[4096];
-	pid_t outer, inner;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
-	if (n < 0 || nspid_parse(buf, (size_t)n, &outer, &inner) < 0)
-		return pid;
-	return inner;
-}
+#include "perfmap.h"
 
 /* Reads the last PERFMAP_MAX_BYTES of fd (size bytes) into *out. */
 static int read_tail(int fd, off_t size, char **out, size_t *len)
@@ -72,15 +56,12 @@ static void refresh(struct jitmap *jm, pid_t pid, uid_t uid)
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)pid,
-		 (int)inner_pid(pid));
+		 (int)procfs_inner_pid(pid));
 	fd = open(path,
 		  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_uid != uid) {
-		if (fd >= 0)
-			log_debug("pid %d: %s is not a regular file of uid %u: "
-				  "not read",
-				  (int)pid, path, (unsigned)uid);
+		jm->refused = fd >= 0;
 		if (fd >= 0)
 			close(fd);
 		perfmap_free(jm->pm);
@@ -90,9 +71,11 @@ static void refresh(struct jitmap *jm, pid_t pid, uid_t uid)
 	if (jm->pm && jm->dev == st.st_dev && jm->ino == st.st_ino &&
 	    jm->size == st.st_size && jm->mtime.tv_sec == st.st_mtim.tv_sec &&
 	    jm->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+		jm->refused = false;
 		close(fd);
 		return;
 	}
+	jm->refused = false;
 	if (read_tail(fd, st.st_size, &buf, &len) == 0) {
 		if (perfmap_parse(buf, len, &pm) == 0) {
 			perfmap_free(jm->pm);
