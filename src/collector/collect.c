@@ -34,6 +34,7 @@
 #include "collector/signal/loader_guard.h"
 #include "modules.h"
 #include "model/procfs.h"
+#include "model/waitmem.h"
 #include "collector/signal/signo.h"
 #include "collector/signal/stackmap.h"
 
@@ -284,6 +285,21 @@ static uint32_t drop_ours(uint64_t *ips, uint32_t n, uint32_t *flags)
 }
 
 /* Copies a published slot into its thread and frees the slot. */
+/*
+ * A thread caught in a futex wait: the word it sleeps on, for the lock
+ * that holds it (its memory is read once every thread answered).
+ */
+static void note_wait(struct sw_thread *t, const struct slot *sl)
+{
+	if (sl->sysno != SYS_futex || t->wait)
+		return;
+	t->wait = calloc(1, sizeof(*t->wait));
+	if (!t->wait)
+		return; /* the stack matters more: no error */
+	t->wait->addr = sl->sysarg[0];
+	t->wait->op = (uint32_t)sl->sysarg[1];
+}
+
 static void harvest_slot(struct run *r, int s)
 {
 	struct slot *sl = &handler_slots[s];
@@ -311,6 +327,7 @@ static void harvest_slot(struct run *r, int s)
 			t->state = sl->state;
 		}
 		r->learn[r->owner[s]] = sl->walk == 'u';
+		note_wait(t, sl);
 	}
 	atomic_store_explicit(&sl->word, SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
 			      memory_order_release);
@@ -923,6 +940,8 @@ static int collect_here(const struct collect_opts *opts,
 		finish_at_deadline(
 			&r, "a dlclose() in progress outlasted the timeout");
 	}
+	/* The lock words, while their threads still sleep on them. */
+	waitmem_read(r.pid, r.d);
 	rc = modules_read_self(r.d);
 	if (rc < 0)
 		goto out_close;

@@ -106,6 +106,7 @@ int nspid_translate(pid_t pid, struct sw_dump *d)
 			bsearch(&key, ids, n, sizeof(*ids), cmp_inner);
 
 		if (hit) {
+			t->ns_tid = t->tid;
 			t->tid = hit->outer;
 			continue;
 		}

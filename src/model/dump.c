@@ -230,6 +230,7 @@ int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out)
 		struct sw_thread *u = &c->threads[i];
 
 		*u = *t;
+		u->wait = NULL; /* copied below: a failure must not free t's */
 		u->frames = NULL;
 		u->nframes = 0;
 		u->group = -1;
@@ -240,6 +241,12 @@ int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out)
 			goto fail;
 		}
 		memcpy(u->ips, t->ips, t->nips * sizeof(uint64_t));
+		if (t->wait) {
+			u->wait = malloc(sizeof(*u->wait));
+			if (!u->wait)
+				goto fail;
+			*u->wait = *t->wait;
+		}
 	}
 	c->nmodules = d->nmodules;
 	for (size_t i = 0; i < d->nmodules; i++) {
@@ -318,6 +325,7 @@ void sw_dump_free(struct sw_dump *d)
 		dump_thread_release_frames(t);
 		free(t->ips);
 		free(t->error);
+		free(t->wait);
 	}
 	free(d->threads);
 	for (size_t i = 0; i < d->nmodules; i++)

@@ -46,8 +46,27 @@ struct sw_frame {
 	bool inlined;	      /* inlined into the next frame */
 };
 
+/*
+ * The futex a thread slept on when it was caught, as the kernel had it
+ * (the system call's arguments), and a copy of the memory around the
+ * futex word taken at the same dump: enough for the lock that holds the
+ * word (render/locks.h) to tell its owner. Raw, never a pointer into the
+ * target.
+ */
+#define SW_WAIT_BEFORE 16 /* bytes copied before the futex word */
+#define SW_WAIT_MEM 48	  /* bytes copied in all, at most */
+struct sw_wait {
+	uint64_t addr;	 /* the futex word's address */
+	uint32_t op;	 /* the futex operation, as passed */
+	uint32_t nmem;	 /* bytes of mem copied: 0 when none could be */
+	uint64_t mem_at; /* the address of mem[0] */
+	uint8_t mem[SW_WAIT_MEM];
+};
+
 struct sw_thread {
 	pid_t tid;
+	/* The tid in the process's own pid namespace; 0: the same as tid. */
+	pid_t ns_tid;
 	char name[SW_COMM_MAX];
 	char state; /* from /proc: R, S, D, T, t, Z, X, I; '?' unknown */
 	uint64_t utime_ms;
@@ -72,8 +91,9 @@ struct sw_thread {
 	 * by threads that stopped at the same ips, never changed once filled.
 	 */
 	struct sw_frame *frames;
-	int group;	    /* index into dump->groups, -1 for none */
-	double unchanged_s; /* seconds the stack stayed the same; < 0: n/a */
+	struct sw_wait *wait; /* in a futex wait when caught; owned, or NULL */
+	int group;	      /* index into dump->groups, -1 for none */
+	double unchanged_s;   /* seconds the stack stayed the same; < 0: n/a */
 };
 
 struct sw_module {
@@ -113,6 +133,9 @@ struct sw_dump {
 	uint64_t paused_us_total; /* ptrace: all threads' stops together */
 	bool symbolized;	  /* frames carry function/file/line */
 	bool symbols_partial;	  /* symbolizing stopped at its time budget */
+	/* After symbolization: N of the process's glibc 2.N (the newest
+	 * version its libc defines), 0 when no glibc was seen. */
+	unsigned glibc_minor;
 	size_t nthreads;
 	struct sw_thread *threads;
 	size_t nmodules;

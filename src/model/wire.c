@@ -295,6 +295,37 @@ static void put_module(struct wire_out *o, const struct sw_module *m)
 	wire_put_bytes(o, m->build_id, m->build_id_len);
 }
 
+/*
+ * The futex waits, after the modules, only when some thread has one (a
+ * dump without them ends where version 1 always did): u32 count, then
+ * each: u32 thread index, u64 word address, u32 operation, u64 address
+ * of the copy, u32 bytes copied, the bytes.
+ */
+static void put_waits(struct wire_out *o, const struct sw_dump *d)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < d->nthreads; i++)
+		n += d->threads[i].wait != NULL;
+	if (!n)
+		return;
+	wire_put_u32(o, n);
+	for (size_t i = 0; i < d->nthreads; i++) {
+		const struct sw_wait *w = d->threads[i].wait;
+		uint32_t len;
+
+		if (!w)
+			continue;
+		len = w->nmem <= SW_WAIT_MEM ? w->nmem : SW_WAIT_MEM;
+		wire_put_u32(o, (uint32_t)i);
+		wire_put_u64(o, w->addr);
+		wire_put_u32(o, w->op);
+		wire_put_u64(o, w->mem_at);
+		wire_put_u32(o, len);
+		wire_put_bytes(o, w->mem, len);
+	}
+}
+
 int wire_encode_dump_resp(struct wire_out *o, uint32_t seq, int status,
 			  const struct sw_dump *d)
 {
@@ -315,6 +346,7 @@ int wire_encode_dump_resp(struct wire_out *o, uint32_t seq, int status,
 		wire_put_u32(o, (uint32_t)d->nmodules);
 		for (size_t i = 0; i < d->nmodules; i++)
 			put_module(o, &d->modules[i]);
+		put_waits(o, d);
 	}
 	return wire_finish(o);
 }
@@ -389,6 +421,46 @@ static size_t get_count(struct wire_in *in, size_t max, size_t min_size)
 	return n;
 }
 
+/*
+ * The waits (put_waits): each names an answered thread once, its copy
+ * holds at most SW_WAIT_MEM bytes and covers the word.
+ */
+static int get_waits(struct wire_in *in, struct sw_dump *d)
+{
+	/* A wait is at least 28 bytes on the wire. */
+	size_t n = get_count(in, d->nthreads, 28);
+
+	if (in->err || n == 0)
+		return SW_EFORMAT;
+	for (size_t k = 0; k < n; k++) {
+		uint32_t i = wire_get_u32(in);
+		struct sw_wait w = { 0 };
+		const uint8_t *mem;
+		struct sw_thread *t;
+
+		w.addr = wire_get_u64(in);
+		w.op = wire_get_u32(in);
+		w.mem_at = wire_get_u64(in);
+		w.nmem = wire_get_u32(in);
+		if (in->err || i >= d->nthreads || w.nmem > SW_WAIT_MEM)
+			return SW_EFORMAT;
+		t = &d->threads[i];
+		if (t->wait || t->status != SW_ST_OK ||
+		    (w.nmem && (w.nmem < 4 || w.addr < w.mem_at ||
+				w.addr - w.mem_at > w.nmem - 4)))
+			return SW_EFORMAT;
+		mem = take(in, w.nmem);
+		if (!mem)
+			return SW_EFORMAT;
+		memcpy(w.mem, mem, w.nmem);
+		t->wait = malloc(sizeof(*t->wait));
+		if (!t->wait)
+			return -ENOMEM;
+		*t->wait = w;
+	}
+	return 0;
+}
+
 static int get_dump(struct wire_in *in, struct sw_dump *d)
 {
 	int rc;
@@ -431,6 +503,11 @@ static int get_dump(struct wire_in *in, struct sw_dump *d)
 	}
 	for (size_t i = 0; i < d->nmodules; i++) {
 		rc = get_module(in, &d->modules[i]);
+		if (rc < 0)
+			return rc;
+	}
+	if (in->left) {
+		rc = get_waits(in, d);
 		if (rc < 0)
 			return rc;
 	}

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "model/utf8.h"
+#include "locks.h"
 #include "render.h"
 
 /*
@@ -297,8 +298,88 @@ static const char *default_reason(const struct sw_dump *d,
 	}
 }
 
+/*
+ * "waiting_for" of a thread that sleeps on a lock (locks.h): the lock,
+ * its recorded owner and what is known of it.
+ */
+static cJSON *waiting_for_json(const struct sw_dump *d,
+			       const struct lock_wait *w)
+{
+	cJSON *o = cJSON_CreateObject();
+	bool ok;
+
+	if (!o)
+		return NULL;
+	ok = add_const_str(o, "kind", locks_kind_name(w->kind)) &&
+	     add_hex(o, "address", w->addr);
+	if (w->kind == LOCK_RWLOCK)
+		ok = ok &&
+		     add_const_str(o, "mode", w->write ? "write" : "read");
+	if (w->owner_index >= 0) {
+		const struct sw_thread *t = &d->threads[w->owner_index];
+
+		ok = ok && add_int(o, "owner_tid", t->tid) &&
+		     add_str(o, "owner_name", t->name);
+	} else if (w->owner > 0) {
+		/* Recorded, but no thread of the process: it exited. */
+		ok = ok && add_int(o, "owner_tid", w->owner) &&
+		     add_item(o, "owner_exited", cJSON_CreateTrue());
+	} else {
+		ok = ok && add_item(o, "owner_tid", cJSON_CreateNull());
+	}
+	if (w->held > 1)
+		ok = ok && add_uint(o, "held", w->held);
+	if (w->owner_died)
+		ok = ok && add_item(o, "owner_died", cJSON_CreateTrue());
+	if (w->cycle >= 0)
+		ok = ok && add_item(o, "deadlock", cJSON_CreateTrue());
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* "deadlocks": each cycle's threads in waits-for order, and its locks. */
+static cJSON *deadlocks_json(const struct sw_dump *d, const struct locks *l)
+{
+	cJSON *a = cJSON_CreateArray();
+
+	for (size_t c = 0; a && c < l->ncycles; c++) {
+		const struct lock_cycle *cy = &l->cycles[c];
+		cJSON *o = cJSON_CreateObject(), *tids, *locks;
+
+		if (!o || !cJSON_AddItemToArray(a, o)) {
+			cJSON_Delete(o);
+			goto fail;
+		}
+		tids = add_item(o, "threads", cJSON_CreateArray());
+		locks = add_item(o, "locks", cJSON_CreateArray());
+		if (!tids || !locks)
+			goto fail;
+		for (size_t k = 0; k < cy->n; k++) {
+			const struct lock_wait *w = &l->w[cy->threads[k]];
+			char hex[24];
+
+			snprintf(hex, sizeof(hex), "0x%llx",
+				 (unsigned long long)w->addr);
+			if (!cJSON_AddItemToArray(
+				    tids,
+				    int_item(d->threads[cy->threads[k]].tid)) ||
+			    !cJSON_AddItemToArray(locks,
+						  cJSON_CreateString(hex)))
+				goto fail;
+		}
+	}
+	return a;
+fail:
+	cJSON_Delete(a);
+	return NULL;
+}
+
 /* One entry of "threads". */
-static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t)
+static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
+			  const struct lock_wait *w)
 {
 	cJSON *o = cJSON_CreateObject();
 	char reason[64];
@@ -323,6 +404,8 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t)
 	/* Milliseconds are all the samples can tell. */
 	if (t->unchanged_s >= 0)
 		ok = ok && add_item(o, "unchanged_s", ms_item(t->unchanged_s));
+	if (w && w->kind != LOCK_NONE)
+		ok = ok && add_item(o, "waiting_for", waiting_for_json(d, w));
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;
@@ -401,15 +484,25 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 int render_json(const struct sw_dump *d, cJSON **out)
 {
 	cJSON *o = cJSON_CreateObject(), *threads, *groups;
+	struct locks l;
 
 	*out = NULL;
+	if (locks_analyze(d, &l) < 0) {
+		cJSON_Delete(o);
+		return -ENOMEM;
+	}
 	if (!o || !add_header(o, d))
+		goto out_delete;
+	if (l.unsupported &&
+	    !add_const_str(o, "lock_owners_unsupported", l.unsupported))
+		goto out_delete;
+	if (l.ncycles && !add_item(o, "deadlocks", deadlocks_json(d, &l)))
 		goto out_delete;
 	threads = add_item(o, "threads", cJSON_CreateArray());
 	if (!threads)
 		goto out_delete;
 	for (size_t i = 0; i < d->nthreads; i++) {
-		cJSON *t = thread_json(d, &d->threads[i]);
+		cJSON *t = thread_json(d, &d->threads[i], l.w ? &l.w[i] : NULL);
 
 		if (!t || !cJSON_AddItemToArray(threads, t)) {
 			cJSON_Delete(t);
@@ -427,10 +520,12 @@ int render_json(const struct sw_dump *d, cJSON **out)
 			goto out_delete;
 		}
 	}
+	locks_release(&l);
 	*out = o;
 	return 0;
 
 out_delete:
+	locks_release(&l);
 	cJSON_Delete(o);
 	return -ENOMEM;
 }

@@ -106,8 +106,9 @@ struct symmod {
 	struct symtab *tab; /* sorted symbols, built on the first lookup */
 	uint8_t build_id[SW_BUILD_ID_MAX]; /* read from the file */
 	uint32_t build_id_len;
-	struct slot *slots; /* cached records by looked-up offset */
-	size_t nslots;	    /* power of two, or 0 before the first insert */
+	unsigned glibc_minor; /* N of its newest GLIBC_2.N: glibc itself */
+	struct slot *slots;   /* cached records by looked-up offset */
+	size_t nslots;	      /* power of two, or 0 before the first insert */
 	size_t nused;
 	/* Handed over to libdwfl by find_elf while the session opens. */
 	int fd;
@@ -597,6 +598,49 @@ static void module_close(struct sym *s, struct symmod *sm)
 }
 
 /*
+ * N of the newest symbol version GLIBC_2.N that elf defines (not merely
+ * needs): glibc's own libc defines one for each release that added
+ * symbols, so this bounds its release from below. 0 for any other file.
+ */
+static unsigned glibc_minor(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	unsigned best = 0;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		size_t off = 0;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_GNU_verdef)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (size_t k = 0; data && k < sh.sh_info && k < 4096; k++) {
+			GElf_Verdef vd;
+			GElf_Verdaux va;
+			const char *name;
+			char *end;
+			unsigned long n;
+
+			if (!gelf_getverdef(data, (int)off, &vd) ||
+			    !gelf_getverdaux(data, (int)(off + vd.vd_aux), &va))
+				break;
+			name = elf_strptr(elf, sh.sh_link, va.vda_name);
+			if (name && strncmp(name, "GLIBC_2.", 8) == 0) {
+				n = strtoul(name + 8, &end, 10);
+				if (end != name + 8 && *end == '\0' &&
+				    n < 1000 && n > best)
+					best = (unsigned)n;
+			}
+			if (!vd.vd_next)
+				break;
+			off += vd.vd_next;
+		}
+	}
+	return best;
+}
+
+/*
  * Starts the libdwfl session of the file open in sm->fd (taken over),
  * which must be an ELF executable or shared object whose inflated
  * sections stay bounded. Reads its build-id. Returns 0 or a negative
@@ -605,6 +649,7 @@ static void module_close(struct sym *s, struct symmod *sm)
 static int module_open(struct sym *s, struct symmod *sm)
 {
 	const unsigned char *bits;
+	Elf *elf;
 	GElf_Addr vaddr, bias;
 	uint64_t lo, hi;
 	void **ud;
@@ -629,13 +674,15 @@ static int module_open(struct sym *s, struct symmod *sm)
 	dwfl_module_info(sm->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
 	*ud = sm;
 	rc = -EINVAL;
-	if (!dwfl_module_getelf(sm->mod, &bias) || bias != 0)
+	elf = dwfl_module_getelf(sm->mod, &bias);
+	if (!elf || bias != 0)
 		goto out_close;
 	n = dwfl_module_build_id(sm->mod, &bits, &vaddr);
 	if (n > 0 && n <= SW_BUILD_ID_MAX) {
 		memcpy(sm->build_id, bits, (size_t)n);
 		sm->build_id_len = (uint32_t)n;
 	}
+	sm->glibc_minor = glibc_minor(elf);
 	dwarf_prepare(sm);
 	return 0;
 
@@ -1392,6 +1439,10 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 	if (!rc) {
 		d->symbolized = symbols;
 		d->symbols_partial = c.cut;
+		for (size_t i = 0; i < d->nmodules; i++)
+			if (c.resolved[i] && c.mods[i] &&
+			    c.mods[i]->glibc_minor > d->glibc_minor)
+				d->glibc_minor = c.mods[i]->glibc_minor;
 	}
 out_free:
 	free(c.scratch.f);

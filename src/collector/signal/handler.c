@@ -195,6 +195,25 @@ static void cpu_times(struct slot *s)
  * the thread is about to run, so they are mapped; the ones before or after
  * the pc are read only when on the same page. Async-signal-safe.
  */
+/*
+ * The system call the kernel restarts when the handler returns (the pc
+ * back on its syscall instruction, its number in rax again), with its
+ * first two arguments, which the instruction leaves untouched; sysno -1
+ * for any other place. Reads only the context.
+ */
+static void restarted_call(const ucontext_t *uc, struct slot *s)
+{
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	const unsigned char *p = (const unsigned char *)pc;
+
+	s->sysno = -1;
+	if ((pc & 4095) != 4095 && p[0] == 0x0f && p[1] == 0x05) {
+		s->sysno = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
+		s->sysarg[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RDI];
+		s->sysarg[1] = (uint64_t)uc->uc_mcontext.gregs[REG_RSI];
+	}
+}
+
 static char interrupted_state(const ucontext_t *uc)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -299,12 +318,14 @@ static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
 		s->walk = 0;
 		s->name[0] = '\0';
 		s->state = '?';
+		s->sysno = -1;
 	} else {
 		/* The frame, not a local: ASan may keep locals elsewhere. */
 		take_stack(s, uc, (uintptr_t)__builtin_frame_address(0),
 			   h->ticket >= 0);
 		cpu_times(s);
 		s->state = interrupted_state(uc);
+		restarted_call(uc, s);
 		s->name[0] = '\0';
 		if (atomic_load_explicit(&handler_want_name,
 					 memory_order_relaxed) &&

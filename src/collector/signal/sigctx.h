@@ -48,7 +48,15 @@ struct slot {
 	uint64_t stime_us;
 	char name[16]; /* its name (PR_GET_NAME) if asked, else "" */
 	char state;    /* 'S' interrupted in a system call, else 'R' */
-	char walk;     /* 'r' by learnt rules, 'u' by libunwind, else 0 */
+	/*
+	 * The system call being restarted, when the thread was caught in
+	 * one that the kernel restarts (SA_RESTART: the pc is back on the
+	 * syscall instruction and the number in rax): its number and first
+	 * two arguments; sysno -1 otherwise.
+	 */
+	int64_t sysno;
+	uint64_t sysarg[2];
+	char walk; /* 'r' by learnt rules, 'u' by libunwind, else 0 */
 	uint64_t ips[SW_MAX_FRAMES];
 };
 

@@ -1,0 +1,22 @@
+/*
+ * waitmem.h - the memory around the futex words that threads sleep on,
+ * copied from their process without touching it (struct sw_wait).
+ */
+#ifndef SW_WAITMEM_H
+#define SW_WAITMEM_H
+
+#include <sys/types.h>
+
+#include "dump.h"
+
+/*
+ * Fills the mem of every thread of d that has a wait: up to
+ * SW_WAIT_BEFORE bytes before the futex word and the rest after it, never
+ * past the word's own page (mapped, since the kernel took the word), read
+ * with process_vm_readv from process pid (our own pid for ourselves:
+ * nothing can fault, nothing blocks, no lock is taken). A wait whose
+ * memory cannot be read keeps nmem 0. Returns how many were read.
+ */
+size_t waitmem_read(pid_t pid, struct sw_dump *d);
+
+#endif /* SW_WAITMEM_H */
