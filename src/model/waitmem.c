@@ -67,26 +67,43 @@ static size_t read_batch(pid_t pid, struct sw_wait **ws, size_t n)
 	return got;
 }
 
+size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n)
+{
+	struct sw_wait *batch[BATCH];
+	size_t k = 0, got = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sw_wait *w = ws[i];
+
+		w->nmem = 0;
+		if (w->addr == 0 || (w->addr & 3))
+			continue; /* the kernel refuses such a word */
+		batch[k++] = w;
+		if (k == BATCH) {
+			got += read_batch(pid, batch, k);
+			k = 0;
+		}
+	}
+	if (k)
+		got += read_batch(pid, batch, k);
+	return got;
+}
+
 size_t waitmem_read(pid_t pid, struct sw_dump *d)
 {
 	struct sw_wait *ws[BATCH];
 	size_t n = 0, got = 0;
 
 	for (size_t i = 0; i < d->nthreads; i++) {
-		struct sw_wait *w = d->threads[i].wait;
-
-		if (!w)
+		if (!d->threads[i].wait)
 			continue;
-		w->nmem = 0;
-		if (w->addr == 0 || (w->addr & 3))
-			continue; /* the kernel refuses such a word */
-		ws[n++] = w;
+		ws[n++] = d->threads[i].wait;
 		if (n == BATCH) {
-			got += read_batch(pid, ws, n);
+			got += waitmem_fill(pid, ws, n);
 			n = 0;
 		}
 	}
 	if (n)
-		got += read_batch(pid, ws, n);
+		got += waitmem_fill(pid, ws, n);
 	return got;
 }

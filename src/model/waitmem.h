@@ -19,4 +19,7 @@
  */
 size_t waitmem_read(pid_t pid, struct sw_dump *d);
 
+/* The same for n waits of process pid. */
+size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n);
+
 #endif /* SW_WAITMEM_H */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 
 #include "model/clock.h"
 #include "model/procfs.h"
+#include "model/waitmem.h"
 #include "stackwatch.h"
 
 #define SNAP_MAX_MAPS 65536	  /* mappings remembered to bound reads */
@@ -232,6 +234,12 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_PRSTATUS, &io) < 0)
 		return -errno;
 	regs_to_dwarf(&regs, t->regs);
+	/* Stopped inside a system call: its number stays in orig_rax. */
+	t->waits = (long)regs.orig_rax == SYS_futex;
+	if (t->waits) {
+		t->wait.addr = regs.rdi;
+		t->wait.op = (uint32_t)regs.rsi;
+	}
 	t->sp = regs.rsp;
 	end = maps_end(m, t->sp);
 	len = end ? end - t->sp : SNAP_NOMAP_READ;
@@ -472,6 +480,25 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 	return 0;
 }
 
+/*
+ * The lock words of the threads caught in a futex wait, once every thread
+ * runs again: nobody waits on these reads (model/waitmem.h).
+ */
+static void read_waits(struct snap *s)
+{
+	struct sw_wait **ws =
+		malloc((s->nthreads ? s->nthreads : 1) * sizeof(*ws));
+	size_t n = 0;
+
+	if (!ws)
+		return;
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (s->threads[i].status == SW_ST_OK && s->threads[i].waits)
+			ws[n++] = &s->threads[i].wait;
+	waitmem_fill(s->pid, ws, n);
+	free(ws);
+}
+
 static int cmp_thread(const void *a, const void *b)
 {
 	const struct snap_thread *x = a, *y = b;
@@ -654,6 +681,7 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 	}
 	qsort(s->threads, s->nthreads, sizeof(*s->threads), cmp_thread);
 	s->elapsed_ns = clock_now_ns() - s->started_ns;
+	read_waits(s);
 	for (size_t i = 0; i < s->nthreads; i++) {
 		uint64_t p = s->threads[i].paused_ns;
 

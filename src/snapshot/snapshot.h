@@ -49,6 +49,8 @@ struct snap_thread {
 	uint64_t sp;
 	uint32_t stack_len;
 	uint8_t *stack; /* a copy of [sp, sp + stack_len); owned */
+	bool waits;	/* stopped in a futex wait: wait holds the word */
+	struct sw_wait wait;
 };
 
 struct snap {

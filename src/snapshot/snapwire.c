@@ -17,7 +17,7 @@
 #include "stackwatch.h"
 
 #define SNAP_MAGIC 0x4e535753u /* "SWSN" */
-#define SNAP_VERSION 1u
+#define SNAP_VERSION 2u
 
 struct wire_hdr {
 	uint32_t magic, version;
@@ -39,6 +39,8 @@ struct wire_thread {
 	uint32_t paused_ns;
 	uint64_t utime_ms, stime_ms, captured_ns, sp;
 	uint64_t regs[SNAP_NREGS];
+	uint32_t waits, pad2;
+	struct sw_wait wait;
 };
 
 static int write_all(int fd, const void *p, size_t n)
@@ -97,6 +99,9 @@ int snap_write(int fd, int err, const struct snap *s)
 		w.captured_ns = t->captured_ns;
 		w.sp = t->sp;
 		memcpy(w.regs, t->regs, sizeof(w.regs));
+		w.waits = t->waits;
+		if (t->waits)
+			w.wait = t->wait;
 		r = write_all(fd, &w, sizeof(w));
 		if (r == 0 && w.stack_len)
 			r = write_all(fd, t->stack, w.stack_len);
@@ -141,6 +146,15 @@ static bool valid_status(uint32_t st)
 	       st == SW_ST_ERROR;
 }
 
+/* A copy of at most SW_WAIT_MEM bytes that holds the word, or none. */
+static bool valid_wait(const struct sw_wait *w)
+{
+	if (w->nmem == 0)
+		return true;
+	return w->nmem >= 4 && w->nmem <= SW_WAIT_MEM && w->addr >= w->mem_at &&
+	       w->addr - w->mem_at <= w->nmem - 4;
+}
+
 int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 {
 	struct wire_hdr h = { 0 };
@@ -178,7 +192,8 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		r = read_all(fd, &w, sizeof(w), deadline_ns);
 		if (r == 0 && (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
 			       !valid_status(w.status) ||
-			       (i && w.tid <= s->threads[i - 1].tid)))
+			       (i && w.tid <= s->threads[i - 1].tid) ||
+			       (w.waits && !valid_wait(&w.wait))))
 			r = SW_EFORMAT;
 		if (r != 0)
 			break;
@@ -195,6 +210,9 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		t->captured_ns = w.captured_ns;
 		t->sp = w.sp;
 		memcpy(t->regs, w.regs, sizeof(t->regs));
+		t->waits = w.waits != 0;
+		if (t->waits)
+			t->wait = w.wait;
 		if (w.stack_len) {
 			t->stack = malloc(w.stack_len);
 			if (!t->stack) {

@@ -442,6 +442,13 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 		}
 		u.cur = NULL;
 		r = keep_ips(&u, t);
+		if (r == 0 && st->waits) {
+			t->wait = malloc(sizeof(*t->wait));
+			if (!t->wait)
+				r = -ENOMEM;
+			else
+				*t->wait = st->wait;
+		}
 		if (r != 0)
 			goto out;
 	}
