@@ -12,8 +12,7 @@
 #define PAGE 4096u
 #define BATCH 256 /* iovecs per call, well under IOV_MAX */
 
-/* The window of w: [*from, *from + *len), inside the word's page. */
-static void window(const struct sw_wait *w, uint64_t *from, size_t *len)
+void waitmem_window(const struct sw_wait *w, uint64_t *from, size_t *len)
 {
 	uint64_t page = w->addr & ~(uint64_t)(PAGE - 1);
 	uint64_t lo = w->addr - SW_WAIT_BEFORE, hi = lo + SW_WAIT_MEM;
@@ -42,7 +41,7 @@ static size_t read_batch(pid_t pid, struct sw_wait **ws, size_t n)
 		uint64_t from;
 		size_t len;
 
-		window(ws[i], &from, &len);
+		waitmem_window(ws[i], &from, &len);
 		ws[i]->mem_at = from;
 		local[i].iov_base = ws[i]->mem;
 		local[i].iov_len = len;

@@ -19,6 +19,12 @@
  */
 size_t waitmem_read(pid_t pid, struct sw_dump *d);
 
+/*
+ * What is copied for w: [*from, *from + *len), at most SW_WAIT_BEFORE
+ * bytes before the word and SW_WAIT_MEM in all, inside the word's page.
+ */
+void waitmem_window(const struct sw_wait *w, uint64_t *from, size_t *len);
+
 /* The same for n waits of process pid. */
 size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n);
 

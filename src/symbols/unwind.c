@@ -22,11 +22,14 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/procfs.h>
+#include <sys/reg.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "model/procfs.h"
+#include "model/waitmem.h"
 #include "stackwatch.h"
 
 #define UNWIND_MAX_FILE (1ull << 30) /* a module file we open at most */
@@ -559,6 +562,95 @@ static int core_thread_cb(Dwfl_Thread *thread, void *arg)
 	return w->err ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
+/* The thread of d whose tid is tid; NULL. */
+static struct sw_thread *core_thread(struct sw_dump *d, pid_t tid)
+{
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].tid == tid)
+			return &d->threads[i];
+	return NULL;
+}
+
+/* Copies w's window from the core's memory (its PT_LOAD segments). */
+static void core_wait_mem(Elf *core, int fd, struct sw_wait *w)
+{
+	uint64_t from;
+	size_t len, nph;
+
+	waitmem_window(w, &from, &len);
+	w->mem_at = from;
+	w->nmem = 0;
+	if (elf_getphdrnum(core, &nph) != 0)
+		return;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    from < ph.p_vaddr || from - ph.p_vaddr > ph.p_filesz ||
+		    ph.p_filesz - (from - ph.p_vaddr) < len)
+			continue;
+		if (pread(fd, w->mem, len,
+			  (off_t)(ph.p_offset + (from - ph.p_vaddr))) ==
+		    (ssize_t)len)
+			w->nmem = (uint32_t)len;
+		return;
+	}
+}
+
+/*
+ * The futex waits of the core's threads: each NT_PRSTATUS note holds the
+ * thread's registers as the kernel (or gcore) saved them, orig_rax the
+ * system call it was in; the lock words come from the core's memory.
+ */
+static int core_waits(Elf *core, int fd, struct sw_dump *d)
+{
+#if defined(__x86_64__)
+	size_t nph;
+
+	if (elf_getphdrnum(core, &nph) != 0)
+		return 0;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		Elf_Data *data;
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		data = elf_getdata_rawchunk(core, (int64_t)ph.p_offset,
+					    ph.p_filesz, ELF_T_NHDR);
+		while (data && off < data->d_size &&
+		       (off = gelf_getnote(data, off, &nh, &name_off,
+					   &desc_off)) > 0) {
+			struct elf_prstatus ps;
+			struct sw_thread *t;
+
+			if (nh.n_type != NT_PRSTATUS ||
+			    nh.n_descsz < sizeof(ps))
+				continue;
+			memcpy(&ps, (const char *)data->d_buf + desc_off,
+			       sizeof(ps));
+			if ((long long)ps.pr_reg[ORIG_RAX] != SYS_futex)
+				continue;
+			t = core_thread(d, ps.pr_pid);
+			if (!t || t->status != SW_ST_OK || t->wait)
+				continue;
+			t->wait = calloc(1, sizeof(*t->wait));
+			if (!t->wait)
+				return -ENOMEM;
+			t->wait->addr = ps.pr_reg[RDI];
+			t->wait->op = (uint32_t)ps.pr_reg[RSI];
+			core_wait_mem(core, fd, t->wait);
+		}
+	}
+#else
+	(void)core;
+	(void)fd;
+	(void)d;
+#endif
+	return 0;
+}
+
 static int cmp_sw_thread(const void *a, const void *b)
 {
 	const struct sw_thread *x = a, *y = b;
@@ -637,6 +729,11 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 	(void)dwfl_getthreads(dwfl, core_thread_cb, &w);
 	if (w.err) {
 		r = w.err;
+		snprintf(why, why_size, "out of memory");
+		goto out;
+	}
+	r = core_waits(core, fd, d);
+	if (r != 0) {
 		snprintf(why, why_size, "out of memory");
 		goto out;
 	}
