@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "model/buf.h"
+#include "locks.h"
 #include "render.h"
 
 #define TEXT_MAX (64u << 20) /* bytes of one rendering */
@@ -119,9 +120,14 @@ static const struct sw_thread *find_tid(const struct sw_dump *d,
 	return NULL;
 }
 
+static void put_waits(struct out *o, const struct sw_dump *d,
+		      const size_t *by_tid, const struct locks *l,
+		      const struct sw_group *g);
+
 /* "N threads: name (tid), ..." and the frames of the group's member. */
 static void put_group(struct out *o, const struct sw_dump *d,
-		      const size_t *by_tid, const struct sw_group *g)
+		      const size_t *by_tid, const struct sw_group *g,
+		      const struct locks *l)
 {
 	const struct sw_thread *rep;
 
@@ -146,6 +152,111 @@ static void put_group(struct out *o, const struct sw_dump *d,
 		put(o, "(no frames)\n");
 	if (rep->flags & SW_TF_TRUNCATED)
 		put(o, "... (more frames not captured)\n");
+	if (l->w)
+		put_waits(o, d, by_tid, l, g);
+}
+
+#define CHAIN_MAX 8 /* hops of a waits-for chain shown in one line */
+
+/* "mutex 0x... held by NAME (TID)" of thread i's wait, and onward. */
+static void put_chain(struct out *o, const struct sw_dump *d,
+		      const struct locks *l, size_t i)
+{
+	size_t seen[CHAIN_MAX + 1], n = 0;
+
+	seen[n++] = i;
+	for (;;) {
+		const struct lock_wait *w = &l->w[i];
+		const struct sw_thread *owner;
+
+		put(o, "%s 0x%" PRIx64,
+		    w->kind == LOCK_MUTEX ? "mutex"
+		    : w->write		  ? "rwlock (to write)"
+					  : "rwlock (to read)",
+		    w->addr);
+		if (w->owner_index < 0) {
+			if (w->owner > 0)
+				put(o, " held by tid %d, which exited",
+				    (int)w->owner);
+			else if (w->kind == LOCK_RWLOCK)
+				put(o, " held by readers");
+		} else {
+			owner = &d->threads[w->owner_index];
+			put(o, " held by ");
+			put_name(o, owner->name);
+			put(o, " (%d)", (int)owner->tid);
+			if (w->held > 1)
+				put(o, " %u times", w->held);
+		}
+		if (w->owner_died)
+			put(o, " (a previous owner died holding it)");
+		if (w->owner_index < 0 ||
+		    l->w[w->owner_index].kind == LOCK_NONE)
+			return;
+		for (size_t k = 0; k < n; k++)
+			if (seen[k] == (size_t)w->owner_index) {
+				put(o, ": deadlock");
+				return;
+			}
+		if (n > CHAIN_MAX) {
+			put(o, ", ...");
+			return;
+		}
+		i = (size_t)w->owner_index;
+		seen[n++] = i;
+		put(o, ", which waits for ");
+	}
+}
+
+/*
+ * Below a group's frames: what its threads wait for, one line per lock
+ * (and owner), from the first waiter of each.
+ */
+static void put_waits(struct out *o, const struct sw_dump *d,
+		      const size_t *by_tid, const struct locks *l,
+		      const struct sw_group *g)
+{
+	for (size_t k = 0; k < g->count; k++) {
+		const struct sw_thread *t = find_tid(d, by_tid, g->tids[k]);
+		size_t i, seen = 0;
+
+		if (!t)
+			continue;
+		i = (size_t)(t - d->threads);
+		if (l->w[i].kind == LOCK_NONE)
+			continue;
+		for (size_t j = 0; j < k; j++) {
+			const struct sw_thread *u =
+				find_tid(d, by_tid, g->tids[j]);
+			const struct lock_wait *uw =
+				u ? &l->w[u - d->threads] : NULL;
+
+			if (uw && uw->kind != LOCK_NONE &&
+			    uw->addr == l->w[i].addr &&
+			    uw->owner == l->w[i].owner)
+				seen++;
+		}
+		if (seen)
+			continue;
+		put(o, "waiting for ");
+		put_chain(o, d, l, i);
+		put(o, "\n");
+	}
+}
+
+/* "DEADLOCK: A (1) waits for mutex 0x... held by B (2), ...". */
+static void put_deadlocks(struct out *o, const struct sw_dump *d,
+			  const struct locks *l)
+{
+	for (size_t c = 0; c < l->ncycles; c++) {
+		size_t first = l->cycles[c].threads[0];
+
+		put(o, "DEADLOCK: ");
+		put_name(o, d->threads[first].name);
+		put(o, " (%d) waits for ", (int)d->threads[first].tid);
+		put_chain(o, d, l, first);
+		put(o, "\n");
+	}
 }
 
 /* "N threads not dumped:" and one line per such thread, by tid. */
@@ -189,13 +300,18 @@ static int tid_cmp(const void *a, const void *b, void *arg)
 int render_text(const struct sw_dump *d, char **out)
 {
 	struct out o = { .err = 0 };
+	struct locks l;
 	size_t *by_tid;
 	int rc;
 
 	*out = NULL;
-	by_tid = malloc((d->nthreads ? d->nthreads : 1) * sizeof(*by_tid));
-	if (!by_tid)
+	if (locks_analyze(d, &l) < 0)
 		return -ENOMEM;
+	by_tid = malloc((d->nthreads ? d->nthreads : 1) * sizeof(*by_tid));
+	if (!by_tid) {
+		locks_release(&l);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < d->nthreads; i++)
 		by_tid[i] = i;
 	qsort_r(by_tid, d->nthreads, sizeof(*by_tid), tid_cmp,
@@ -216,13 +332,17 @@ int render_text(const struct sw_dump *d, char **out)
 	if (d->symbols_partial)
 		put(&o, "(symbolizing stopped at its time budget: some frames "
 			"are addresses only)\n");
+	if (l.unsupported)
+		put(&o, "(%s)\n", l.unsupported);
+	put_deadlocks(&o, d, &l);
 	for (size_t i = 0; i < d->ngroups; i++) {
 		if (i)
 			put(&o, "\n");
-		put_group(&o, d, by_tid, &d->groups[i]);
+		put_group(&o, d, by_tid, &d->groups[i], &l);
 	}
 	put_not_dumped(&o, d, by_tid);
 	free(by_tid);
+	locks_release(&l);
 	rc = o.err ? o.err : buf_detach(&o.b, out);
 	buf_release(&o.b);
 	return rc;
