@@ -177,6 +177,11 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	      sched_queue_max(sched));
 	gauge(&b, "stackwatch_stuck_threads", "Threads the watchdog flags now.",
 	      stuck);
+	gauge(&b, "stackwatch_deadlocks",
+	      "Cycles of threads waiting for each other's locks, now.",
+	      doc ? (size_t)cJSON_GetArraySize(
+			    cJSON_GetObjectItem(doc, "deadlocks"))
+		  : 0);
 	counter(&b, "stackwatch_symbol_cache_hits_total",
 		"Addresses symbolized from the cache.", hits);
 	counter(&b, "stackwatch_symbol_cache_misses_total",

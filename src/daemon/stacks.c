@@ -9,6 +9,7 @@
 
 #include "model/clock.h"
 #include "render/group.h"
+#include "render/locks.h"
 #include "cond.h"
 #include "log.h"
 #include "modfile.h"
@@ -754,6 +755,7 @@ int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 {
 	struct sdump *now = NULL, *prev = NULL;
 	struct stuck *list = NULL;
+	struct locks locks;
 	size_t *idx = NULL, cnt = 0;
 
 	*sd = NULL;
@@ -780,9 +782,23 @@ int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 		sdump_put(prev);
 		return -ENOMEM;
 	}
+	/* A deadlock does not pass: flagged at the first sample that shows
+	 * it, with no --stuck-after wait. */
+	if (locks_analyze(now->d, &locks) < 0) {
+		free(list);
+		free(idx);
+		sdump_put(now);
+		sdump_put(prev);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < now->d->nthreads; i++) {
 		const struct sw_thread *th = &now->d->threads[i], *p;
 
+		if (locks.w && locks.w[i].cycle >= 0) {
+			list[cnt].thread = i;
+			list[cnt++].reason = "deadlock";
+			continue;
+		}
 		if (th->unchanged_s < (double)s->stuck_after_s)
 			continue;
 		/* A thread in D cannot run our handler: it times out. */
@@ -799,6 +815,7 @@ int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 			list[cnt++].reason = "spinning";
 		}
 	}
+	locks_release(&locks);
 	free(idx);
 	sdump_put(prev);
 	*sd = now;

@@ -174,13 +174,14 @@ int stacks_history(struct target *t, uint64_t from_ns, uint64_t to_ns,
 /* A stuck thread: index into sd->d->threads, and why. */
 struct stuck {
 	size_t thread;
-	const char *reason; /* "spinning" or "blocked-in-kernel" */
+	const char *reason; /* "spinning", "blocked-in-kernel", "deadlock" */
 };
 
 /*
  * The threads of t's newest sample that are stuck: stack unchanged for at
  * least stuck_after seconds and either spinning (state R, CPU time rising
- * since the sample before) or blocked in the kernel (state D). *sd gets a
+ * since the sample before) or blocked in the kernel (state D), and at once
+ * the threads of a cycle of lock waits (render/locks.h). *sd gets a
  * reference to that sample (NULL when t has none) and *out a malloc'd
  * array of n entries. Returns 0 or -ENOMEM.
  */

@@ -11,6 +11,7 @@
 
 #include "collector/signal/handler.h"
 #include "model/procfs.h"
+#include "render/locks.h"
 #include "render/render.h"
 #include "access.h"
 #include "watch.h"
@@ -68,7 +69,8 @@ static cJSON *kernel_frames(pid_t pid, pid_t tid)
 }
 
 static void add_stuck(cJSON *arr, const struct target *t,
-		      const struct sw_dump *d, const struct stuck *st)
+		      const struct sw_dump *d, const struct stuck *st,
+		      const struct locks *l)
 {
 	const struct sw_thread *th = &d->threads[st->thread];
 	cJSON *o = cJSON_CreateObject(), *k;
@@ -85,6 +87,23 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	cJSON_AddNumberToObject(o, "unchanged_s",
 				(double)(long)(th->unchanged_s * 10) / 10);
 	cJSON_AddStringToObject(o, "reason", st->reason);
+	if (l->w && l->w[st->thread].cycle >= 0) {
+		const struct lock_cycle *c = &l->cycles[l->w[st->thread].cycle];
+		cJSON *dl = cJSON_AddObjectToObject(o, "deadlock");
+		cJSON *tids = dl ? cJSON_AddArrayToObject(dl, "threads") : NULL;
+		cJSON *locks = dl ? cJSON_AddArrayToObject(dl, "locks") : NULL;
+
+		for (size_t j = 0; tids && locks && j < c->n; j++) {
+			char hex[24];
+
+			snprintf(hex, sizeof(hex), "0x%llx",
+				 (unsigned long long)l->w[c->threads[j]].addr);
+			cJSON_AddItemToArray(
+				tids, cJSON_CreateNumber(
+					      d->threads[c->threads[j]].tid));
+			cJSON_AddItemToArray(locks, cJSON_CreateString(hex));
+		}
+	}
 	cJSON_AddItemToObject(o, "frames", frames_of(d, th));
 	if (th->state == 'D') {
 		k = kernel_frames(t->pid, th->tid);
@@ -94,22 +113,86 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	cJSON_AddItemToArray(arr, o);
 }
 
-/* Adds the stuck threads of the n targets ts to arr; how many. */
+/* {"tid", "name"} of thread i of d. */
+static cJSON *who(const struct sw_dump *d, size_t i)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o) {
+		cJSON_AddNumberToObject(o, "tid", d->threads[i].tid);
+		cJSON_AddStringToObject(o, "name", d->threads[i].name);
+	}
+	return o;
+}
+
+/*
+ * A cycle of l: {"pid", "comm", "threads": [{"tid", "name", "waits_for":
+ * {"kind", "address", "owner_tid"}}], "locks": ["0x..."]}, the threads in
+ * waits-for order.
+ */
+static cJSON *cycle_json(const struct target *t, const struct sw_dump *d,
+			 const struct locks *l, const struct lock_cycle *c)
+{
+	cJSON *o = cJSON_CreateObject(), *threads, *locks;
+
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "pid", t->pid);
+	cJSON_AddStringToObject(o, "comm", d->comm);
+	threads = cJSON_AddArrayToObject(o, "threads");
+	locks = cJSON_AddArrayToObject(o, "locks");
+	for (size_t k = 0; threads && locks && k < c->n; k++) {
+		const struct lock_wait *w = &l->w[c->threads[k]];
+		cJSON *th = who(d, c->threads[k]), *wf;
+		char hex[24];
+
+		snprintf(hex, sizeof(hex), "0x%llx",
+			 (unsigned long long)w->addr);
+		cJSON_AddItemToArray(locks, cJSON_CreateString(hex));
+		if (!th)
+			continue;
+		wf = cJSON_AddObjectToObject(th, "waiting_for");
+		if (wf) {
+			cJSON_AddStringToObject(wf, "kind",
+						locks_kind_name(w->kind));
+			cJSON_AddStringToObject(wf, "address", hex);
+			cJSON_AddNumberToObject(wf, "owner_tid",
+						d->threads[w->owner_index].tid);
+		}
+		cJSON_AddItemToArray(threads, th);
+	}
+	return o;
+}
+
+/*
+ * Adds the stuck threads of the n targets ts to arr, and their deadlocks
+ * to cycles; how many threads.
+ */
 static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
-		       cJSON *arr)
+		       cJSON *arr, cJSON *cycles)
 {
 	size_t total = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct sdump *sd;
 		struct stuck *st;
+		struct locks l = { 0 };
+		bool dead = false;
 		size_t k;
 
 		if (stacks_stuck(s, ts[i], &sd, &st, &k) < 0)
 			continue;
 		for (size_t j = 0; j < k; j++)
-			add_stuck(arr, ts[i], sd->d, &st[j]);
+			dead = dead || strcmp(st[j].reason, "deadlock") == 0;
+		if (dead && locks_analyze(sd->d, &l) == 0)
+			for (size_t c = 0; c < l.ncycles; c++)
+				cJSON_AddItemToArray(
+					cycles, cycle_json(ts[i], sd->d, &l,
+							   &l.cycles[c]));
+		for (size_t j = 0; j < k; j++)
+			add_stuck(arr, ts[i], sd->d, &st[j], &l);
 		total += k;
+		locks_release(&l);
 		free(st);
 		sdump_put(sd);
 	}
@@ -119,13 +202,14 @@ static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
 int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 		cJSON **out, size_t *count)
 {
-	cJSON *doc = cJSON_CreateObject(), *arr;
+	cJSON *doc = cJSON_CreateObject(), *arr, *cycles;
 	struct target **ts;
 	size_t n, total = 0;
 	int rc;
 
 	arr = doc ? cJSON_AddArrayToObject(doc, "threads") : NULL;
-	if (!arr) {
+	cycles = doc ? cJSON_AddArrayToObject(doc, "deadlocks") : NULL;
+	if (!arr || !cycles) {
 		cJSON_Delete(doc);
 		return -ENOMEM;
 	}
@@ -134,7 +218,7 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 		cJSON_Delete(doc);
 		return rc;
 	}
-	total += stuck_of(s, ts, n, arr);
+	total += stuck_of(s, ts, n, arr, cycles);
 	registry_put_all(ts, n);
 	/* Sampled processes without the agent (--sample-ptrace) too. */
 	if (registry_list_ptraced(reg, &ts, &n) == 0) {
@@ -146,7 +230,7 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 			else
 				target_put(ts[i]);
 		}
-		total += stuck_of(s, ts, k, arr);
+		total += stuck_of(s, ts, k, arr, cycles);
 		registry_put_all(ts, k);
 	}
 	if (count)

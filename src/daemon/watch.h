@@ -14,9 +14,10 @@
 struct access;
 
 /*
- * {"threads": [...]}: every stuck thread of every target a may see (NULL:
- * every target), from each one's newest samples. *count (when not NULL)
- * gets their number. 0 or -ENOMEM.
+ * {"threads": [...], "deadlocks": [...]}: every stuck thread of every
+ * target a may see (NULL: every target), from each one's newest samples,
+ * and each cycle of lock waits among them. *count (when not NULL) gets
+ * the number of threads. 0 or -ENOMEM.
  */
 int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 		cJSON **out, size_t *count);
