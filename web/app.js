@@ -257,6 +257,8 @@ class ProcessView {
     const p = this.p;
     const sec = el('section', { class: 'proc', id: `pid-${p.pid}`, dataset: { pid: p.pid } });
     sec.append(this.header(), this.links());
+    for (const c of p.deadlocks || []) sec.append(this.deadlockBox(c));
+    if (p.lock_owners_unsupported) sec.append(el('p', { class: 'note locks-note' }, p.lock_owners_unsupported));
     this.list = el('div', { class: 'groups' });
     this.buildGroups(FIRST_GROUPS);
     this.none = el('p', { class: 'note nomatch', hidden: true }, 'No group matches the filter.');
@@ -424,6 +426,7 @@ class ProcessView {
       el('span', { class: 'count' }, plural(g.count, 'thread')),
       top ? el('span', { class: 'top' }, el('span', { class: 'fn' }, frameLabel(top)),
         top.file ? ` ${baseName(top.file)}${top.line ? `:${top.line}` : ''}` : '') : '',
+      this.lockBadge(g),
       el('button', { type: 'button', class: 'copy', dataset: { group: gv.i } }, 'Copy')));
     gv.el = d;
     if (open) this.renderBody(gv);
@@ -469,6 +472,8 @@ class ProcessView {
     if (gv.rendered) return;
     gv.rendered = true;
     gv.el.append(this.threadLine(gv, false));
+    const waits = this.waitLines(gv);
+    if (waits) gv.el.append(waits);
     const body = el('tbody');
     gv.g.frames.forEach((f, i) => {
       const where = f.file ? `${baseName(f.file)}${f.line ? `:${f.line}` : ''}` : '';
@@ -482,6 +487,99 @@ class ProcessView {
     });
     if (!gv.g.frames.length) body.append(el('tr', null, el('td', { colspan: 4 }, '(no frames)')));
     gv.el.append(el('table', { class: 'frames' }, body));
+  }
+
+  // "deadlock" (red) or "waits for a lock" on a group's summary line.
+  lockBadge(g) {
+    let waits = false;
+    for (const tid of g.tids) {
+      const w = (this.byTid.get(tid) || {}).waiting_for;
+      if (w && w.deadlock) return el('span', { class: 'badge deadlock-badge' }, 'deadlock');
+      waits = waits || Boolean(w);
+    }
+    return waits ? el('span', { class: 'badge lock-badge' }, 'waits for a lock') : '';
+  }
+
+  // A link to a thread's stack: opens its group and points at the thread.
+  threadLink(tid) {
+    const t = this.byTid.get(tid) || {};
+    return el('a', { href: `#pid-${this.p.pid}`, class: 'thread-link', dataset: { pid: this.p.pid, tid } },
+      `${t.name || '?'} (tid ${tid})`);
+  }
+
+  // "mutex 0x… held by worker-7 (tid 4312), which waits for …": what the
+  // thread tid waits for, and onward while each owner waits in turn.
+  lockChain(tid) {
+    const out = [];
+    const seen = new Set([tid]);
+    let t = this.byTid.get(tid);
+    for (let hop = 0; t && t.waiting_for && hop < 8; hop++) {
+      const w = t.waiting_for;
+      if (hop) out.push(', which waits for ');
+      out.push(w.kind === 'rwlock' ? `rwlock (to ${w.mode || 'lock'}) ` : `${w.kind} `,
+        el('code', null, w.address));
+      if (w.owner_tid == null) {
+        if (w.kind === 'rwlock') out.push(' held by readers');
+        break;
+      }
+      if (w.owner_exited) {
+        out.push(` held by tid ${w.owner_tid}, which exited`);
+        break;
+      }
+      out.push(' held by ', this.threadLink(w.owner_tid));
+      if (w.held > 1) out.push(` ${w.held} times`);
+      if (w.owner_died) out.push(' (a previous owner died holding it)');
+      if (seen.has(w.owner_tid)) {
+        out.push(': ', el('strong', null, 'deadlock'));
+        break;
+      }
+      seen.add(w.owner_tid);
+      t = this.byTid.get(w.owner_tid);
+    }
+    return out;
+  }
+
+  // The lines under a group: one per lock its threads wait for.
+  waitLines(gv) {
+    const seen = new Set();
+    const box = el('div', { class: 'waits' });
+    for (const tid of gv.g.tids) {
+      const w = (this.byTid.get(tid) || {}).waiting_for;
+      if (!w) continue;
+      const key = `${w.address}/${w.owner_tid}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      box.append(el('p', { class: w.deadlock ? 'wait deadlocked' : 'wait' },
+        'waiting for ', ...this.lockChain(tid)));
+    }
+    return seen.size ? box : null;
+  }
+
+  // A deadlock, in red at the top of the process: its cycle, linked.
+  deadlockBox(c) {
+    const first = c.threads[0];
+    return el('div', { class: 'deadlock', role: 'alert' },
+      el('strong', null, 'Deadlock: '), this.threadLink(first), ' waits for ', ...this.lockChain(first));
+  }
+
+  // Opens the group of thread tid, scrolls to it and marks the thread.
+  showThread(tid) {
+    const t = this.byTid.get(tid);
+    if (!t || t.group == null) return false;
+    while (this.built <= t.group && this.buildGroups(CHUNK_GROUPS));
+    const gv = this.groups.find((x) => x.i === t.group);
+    if (!gv || !gv.el) return false;
+    gv.el.hidden = false;
+    gv.el.open = true;
+    this.renderBody(gv);
+    remember(gv, true);
+    const line = gv.el.querySelector('.threads');
+    if (line && !line.querySelector(`[data-tid="${tid}"]`)) line.replaceWith(this.threadLine(gv, true));
+    for (const x of main.querySelectorAll('.thread.pointed')) x.classList.remove('pointed');
+    const chip = gv.el.querySelector(`.thread[data-tid="${tid}"]`);
+    if (chip) chip.classList.add('pointed');
+    gv.el.scrollIntoView({ block: 'start' });
+    return true;
   }
 
   notDumped(bad) {
@@ -822,6 +920,13 @@ function viewOf(node) {
 }
 
 // One listener for every button of every group.
+main.addEventListener('click', (e) => {
+  const a = e.target.closest('a.thread-link');
+  if (!a) return;
+  const v = state.views.find((x) => String(x.p.pid) === a.dataset.pid);
+  if (v && v.showThread(Number(a.dataset.tid))) e.preventDefault();
+});
+
 main.addEventListener('click', async (e) => {
   const b = e.target.closest('button');
   if (!b) return;
