@@ -208,7 +208,7 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 # agent preloaded by the tests, as in real use.
 $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 		$(BUILD)/fixtures/hostile_http $(BUILD)/fixtures/sandbox \
-		$(BUILD)/fixtures/plain_target: \
+		$(BUILD)/fixtures/plain_target $(BUILD)/fixtures/lock_target: \
 		$(BUILD)/fixtures/%: tests/fixtures/%.c tests/fixtures/agent_idle.h \
 		| $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -232,6 +232,13 @@ $(BUILD)/fixtures/two_collectors: tests/fixtures/two_collectors.c \
 	$(CC) -std=gnu11 -O0 -g -pthread $(WARN) $(if $(WERROR),-Werror) \
 	    $(if $(SANITIZE),-fsanitize=$(SANITIZE)) -Iinclude -o $@ $< \
 	    -L$(BUILD) -lstackwatch -Wl,-rpath,$(abspath $(BUILD)) -ldl
+
+# A plain C++ program too (std::mutex): nothing of ours linked in.
+$(BUILD)/fixtures/lock_cxx: tests/fixtures/lock_cxx.cc | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CXX) -std=gnu++17 -O0 -g -pthread -Wall -Wextra -Wshadow \
+	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
+	    -o $@ $<
 
 $(BUILD)/fixtures/%: tests/fixtures/%.cc $(BUILD)/libstackwatch.a \
 		tests/unit/tap.h

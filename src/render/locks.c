@@ -71,9 +71,15 @@ static enum what what_of(const char *fn)
 	return W_NONE; /* a condition variable, a semaphore, the caller */
 }
 
-/* The lock function t sleeps in, from its innermost frames. */
-static enum what classify(const struct sw_thread *t)
+/*
+ * The lock function t sleeps in, from its innermost frames (those of its
+ * group's representative when a kept sample shares them: dump_compact()).
+ */
+static enum what classify(const struct sw_dump *d, const struct sw_thread *t)
 {
+	if (!t->nframes && t->group >= 0 && (size_t)t->group < d->ngroups &&
+	    d->groups[t->group].rep < d->nthreads)
+		t = &d->threads[d->groups[t->group].rep];
 	for (size_t k = 0; k < t->nframes && k < 12; k++) {
 		enum what w = what_of(t->frames[k].function);
 
@@ -281,7 +287,7 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 		return 0;
 	for (size_t i = 0; i < d->nthreads && !any; i++)
 		any = d->threads[i].wait && d->threads[i].status == SW_ST_OK &&
-		      classify(&d->threads[i]) != W_NONE;
+		      classify(d, &d->threads[i]) != W_NONE;
 	if (!any)
 		return 0;
 	why = unsupported(d);
@@ -303,7 +309,7 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 		lw->cycle = -1;
 		if (!t->wait || t->status != SW_ST_OK || !t->wait->nmem)
 			continue;
-		what = classify(t);
+		what = classify(d, t);
 		if (what == W_MUTEX)
 			ok = read_mutex(t->wait, lw);
 		else if (what == W_RDLOCK || what == W_WRLOCK)
