@@ -14,8 +14,9 @@ protobuf-c-compiler libprotobuf-c-dev zlib1g-dev"
 # strace: proves the daemon sends no signal; curl: the README's examples;
 # nginx-light: a real daemonizing server under the agent; python3: a real
 # program of another user (tests/integration/users.sh).
-# golang-go: `go tool pprof` decodes the pprof endpoints.
-testtools="clang strace prometheus curl nginx-light python3 golang-go"
+# golang-go: `go tool pprof` decodes the pprof endpoints. gdb: gcore
+# makes the core files whose lock owners tests/integration/locks.sh reads.
+testtools="clang strace prometheus curl nginx-light python3 golang-go gdb"
 # chromium, nodejs, npm: the browser test of the page (tests/web); a
 # NodeSource nodejs carries its own npm and conflicts with Debian's.
 web="chromium nodejs"
