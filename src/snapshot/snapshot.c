@@ -486,8 +486,9 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
  */
 static void read_waits(struct snap *s)
 {
-	struct sw_wait **ws =
-		malloc((s->nthreads ? s->nthreads : 1) * sizeof(*ws));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	struct sw_wait **ws = malloc((s->nthreads ? s->nthreads : 1) *
+				     sizeof(struct sw_wait *));
 	size_t n = 0;
 
 	if (!ws)

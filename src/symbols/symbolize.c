@@ -1439,7 +1439,7 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 	if (!rc) {
 		d->symbolized = symbols;
 		d->symbols_partial = c.cut;
-		for (size_t i = 0; i < d->nmodules; i++)
+		for (size_t i = 0; c.resolved && i < d->nmodules; i++)
 			if (c.resolved[i] && c.mods[i] &&
 			    c.mods[i]->glibc_minor > d->glibc_minor)
 				d->glibc_minor = c.mods[i]->glibc_minor;

@@ -566,6 +566,53 @@ test('every process is listed, searchable; one without the agent opens with its 
   plain.stdin.end();
 });
 
+test('a deadlock: in red at the top, the waits under each group, owners linked', async () => {
+  // A C++ program deadlocked on two std::mutex, under the agent.
+  const { child } = await h.startUntil(path.join(BUILD, 'fixtures/lock_cxx'), [], {
+    LD_PRELOAD: path.join(BUILD, 'libstackwatch-agent.so'),
+    STACKWATCH_SOCKET: h.socket,
+  }, 'stdout', /^ready$/m, 20000);
+  await waitRegistered([child.pid]);
+  const json = await getJSON(`/api/v1/stacks?pid=${child.pid}`);
+  const by = Object.fromEntries(json.threads.map((t) => [t.name, t]));
+  assert.equal(json.deadlocks.length, 1, 'one deadlock in the JSON');
+  const page = await open(`/stacks?pid=${child.pid}`);
+  const box = page.locator('section.proc .deadlock');
+  assert.equal(await box.count(), 1, 'one deadlock box');
+  const text = await box.textContent();
+  assert.match(text, /^Deadlock: (left|right) \(tid \d+\) waits for mutex 0x[0-9a-f]+ held by (left|right) \(tid \d+\), which waits for mutex 0x[0-9a-f]+ held by (left|right) \(tid \d+\): deadlock$/);
+  for (const n of ['left', 'right']) assert.ok(text.includes(`${n} (tid ${by[n].tid})`), `names ${n}`);
+  // In red, and above the groups.
+  const [color, stuck] = await box.evaluate((e) => [getComputedStyle(e).color,
+    getComputedStyle(document.documentElement).getPropertyValue('--stuck').trim()]);
+  const probe = await page.evaluate((c) => { const d = document.createElement('i'); d.style.color = c;
+    document.body.append(d); const v = getComputedStyle(d).color; d.remove(); return v; }, stuck);
+  assert.equal(color, probe, 'the box is in the stuck colour');
+  const above = await page.evaluate(() => {
+    const b = document.querySelector('section.proc .deadlock');
+    const g = document.querySelector('section.proc .group');
+    return Boolean(b.compareDocumentPosition(g) & Node.DOCUMENT_POSITION_FOLLOWING);
+  });
+  assert.ok(above, 'the box comes before the groups');
+  // Their group (one: the same stack) is marked, and says what each waits for.
+  const groups = new Set([by.left.group, by.right.group]);
+  assert.equal(await page.locator('.group .deadlock-badge').count(), groups.size);
+  const leftGroup = page.locator(`.group[data-group="${by.left.group}"]`);
+  if (!(await leftGroup.evaluate((d) => d.open))) await leftGroup.locator('summary').click();
+  const waits = (await leftGroup.locator('.wait').allTextContents()).join('\n');
+  assert.match(waits, new RegExp(`waiting for mutex 0x[0-9a-f]+ held by right \\(tid ${by.right.tid}\\)`));
+  // An owner's link in the box opens its group and points at the thread.
+  const rightGroup = page.locator(`.group[data-group="${by.right.group}"]`);
+  if (await rightGroup.evaluate((d) => d.open)) await rightGroup.locator('summary').click();
+  await box.locator(`a.thread-link[data-tid="${by.right.tid}"]`).first().click();
+  assert.ok(await rightGroup.evaluate((d) => d.open), 'the owner\'s group opens');
+  assert.equal(await rightGroup.locator(`.thread.pointed[data-tid="${by.right.tid}"]`).count(), 1);
+  assert.match(await rightGroup.textContent(), /hold_then_take/);
+  await page.screenshot({ path: path.join(SHOTS, 'deadlock.png') });
+  await page.close();
+  child.kill('SIGKILL');
+});
+
 test('no console errors on any page', () => {
   assert.deepEqual(consoleErrors, []);
 });
