@@ -289,9 +289,11 @@ static uint32_t drop_ours(uint64_t *ips, uint32_t n, uint32_t *flags)
  * A thread caught in a futex wait: the word it sleeps on, for the lock
  * that holds it (its memory is read once every thread answered).
  */
+volatile int collect_no_waits;
+
 static void note_wait(struct sw_thread *t, const struct slot *sl)
 {
-	if (sl->sysno != SYS_futex || t->wait)
+	if (sl->sysno != SYS_futex || t->wait || collect_no_waits)
 		return;
 	t->wait = calloc(1, sizeof(*t->wait));
 	if (!t->wait)

@@ -56,4 +56,10 @@ int collect_self(const struct collect_opts *opts, const uint64_t *self_ips,
 /* A snapshot of the counters. */
 void collect_get_stats(struct collect_stats *out);
 
+/*
+ * Nonzero: dumps leave out the futex words threads sleep on (and so their
+ * locks' owners). For the benchmark that prices them; 0 otherwise.
+ */
+extern volatile int collect_no_waits;
+
 #endif /* SW_COLLECT_H */

@@ -179,18 +179,35 @@ static bool read_rwlock(const struct sw_wait *w, bool write,
 	return true;
 }
 
-/* The index of the thread the process calls tid; -1. */
-static int thread_named(const struct sw_dump *d, pid_t tid)
+/* A thread's tid as its process names it, and its index. */
+struct named {
+	pid_t tid;
+	int index;
+};
+
+static int cmp_named(const void *a, const void *b)
 {
+	pid_t x = ((const struct named *)a)->tid;
+	pid_t y = ((const struct named *)b)->tid;
+
+	return (x > y) - (x < y);
+}
+
+static pid_t own_tid(const struct sw_thread *t)
+{
+	return t->ns_tid ? t->ns_tid : t->tid;
+}
+
+/* The index of the thread the process calls tid (in by, sorted); -1. */
+static int thread_named(const struct named *by, size_t n, pid_t tid)
+{
+	struct named key = { .tid = tid };
+	const struct named *hit;
+
 	if (tid <= 0)
 		return -1;
-	for (size_t i = 0; i < d->nthreads; i++) {
-		const struct sw_thread *t = &d->threads[i];
-
-		if ((t->ns_tid ? t->ns_tid : t->tid) == tid)
-			return (int)i;
-	}
-	return -1;
+	hit = bsearch(&key, by, n, sizeof(*by), cmp_named);
+	return hit ? hit->index : -1;
 }
 
 int locks_next(const struct locks *l, size_t i)
@@ -280,6 +297,7 @@ static const char *unsupported(const struct sw_dump *d)
 int locks_analyze(const struct sw_dump *d, struct locks *out)
 {
 	const char *why = NULL;
+	struct named *by;
 	bool any = false;
 
 	memset(out, 0, sizeof(*out));
@@ -296,8 +314,17 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 		return 0;
 	}
 	out->w = calloc(d->nthreads, sizeof(*out->w));
-	if (!out->w)
+	by = malloc(d->nthreads * sizeof(*by));
+	if (!out->w || !by) {
+		free(by);
+		locks_release(out);
 		return -ENOMEM;
+	}
+	for (size_t i = 0; i < d->nthreads; i++) {
+		by[i].tid = own_tid(&d->threads[i]);
+		by[i].index = (int)i;
+	}
+	qsort(by, d->nthreads, sizeof(*by), cmp_named);
 	out->nthreads = d->nthreads;
 	for (size_t i = 0; i < d->nthreads; i++) {
 		const struct sw_thread *t = &d->threads[i];
@@ -321,10 +348,15 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 			continue;
 		}
 		/* Its own owner (a relock of a normal mutex) is a cycle too. */
-		lw->owner_index = thread_named(d, lw->owner);
+		lw->owner_index = thread_named(by, d->nthreads, lw->owner);
 		out->nwaiting++;
 	}
-	return find_cycles(out);
+	free(by);
+	if (find_cycles(out) < 0) {
+		locks_release(out);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void locks_release(struct locks *l)

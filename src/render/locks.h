@@ -56,7 +56,7 @@ struct locks {
 
 /*
  * Fills *out for d (symbolized). Returns 0 (out holds nothing when no
- * thread waits on a lock) or -ENOMEM.
+ * thread waits on a lock) or -ENOMEM (out then holds nothing either).
  */
 int locks_analyze(const struct sw_dump *d, struct locks *out);
 

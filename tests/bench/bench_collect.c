@@ -18,6 +18,12 @@
  *                                    symbolized, with the floor and RSS;
  *                                    REPS warm dumps per figure (11) in
  *                                    each of PROCS processes (3)
+ *   bench_collect locks N [REPS]
+ *                                    N threads blocked on one mutex that
+ *                                    main holds: dumped, symbolized and
+ *                                    rendered as JSON with their lock
+ *                                    owners and without, REPS times each
+ *                                    (11), alternating
  *   bench_collect rate N [HZ [SECONDS]]
  *                                    what sampling at HZ (19) costs a
  *                                    process of N parked threads: its CPU
@@ -50,7 +56,10 @@
 #include "model/dump.h"
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
+#include "render/group.h"
+#include "render/render.h"
 #include "stackwatch.h"
+#include "symbols/symbolize.h"
 #include "shapes.h"
 
 #define STACK_SIZE (64 * 1024) /* small, so 4000 threads fit anywhere */
@@ -748,6 +757,116 @@ static int cmd_threads(int argc, char **argv)
 	return 0;
 }
 
+/* ---- the cost of lock owners ---- */
+
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+
+static void *blocked(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&held);
+	pthread_mutex_unlock(&held);
+	return NULL;
+}
+
+struct locks_arg {
+	size_t n;
+	int reps;
+};
+
+/*
+ * One dump as the daemon answers it: collected, symbolized, grouped and
+ * rendered as JSON, with lock owners or without. Its time in µs; the
+ * threads the JSON says wait for a lock go to *said.
+ */
+static double time_locks(struct sym *sym, int with, long *said)
+{
+	struct collect_opts co = { .timeout_ms = TIMEOUT_MS,
+				   .window = bench_window() };
+	struct sw_dump *d = NULL;
+	cJSON *o = NULL, *t;
+	uint64_t t0 = now_ns();
+	double us;
+
+	collect_no_waits = !with;
+	if (collect_self(&co, NULL, 0, &d) < 0 || sym_dump(sym, d, true) < 0 ||
+	    group_dump(d) < 0 || render_json(d, &o) < 0) {
+		sw_dump_free(d);
+		collect_no_waits = 0;
+		return -1;
+	}
+	us = (double)(now_ns() - t0) / 1000.0;
+	collect_no_waits = 0;
+	*said = 0;
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(o, "threads")) *said +=
+		cJSON_GetObjectItem(t, "waiting_for") != NULL;
+	cJSON_Delete(o);
+	sw_dump_free(d);
+	return us;
+}
+
+static void locks_child(void *arg, struct result *r)
+{
+	const struct locks_arg *a = arg;
+	double with[MAX_REPS], without[MAX_REPS];
+	struct timespec ts = { 0, 200 * 1000 * 1000 };
+	struct sym *sym = NULL;
+	pthread_attr_t attr;
+	long said = 0, said_off = 0;
+
+	pthread_mutex_lock(&held);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, STACK_SIZE);
+	for (size_t i = 0; i < a->n; i++) {
+		pthread_t t;
+
+		if (pthread_create(&t, &attr, blocked, NULL) != 0)
+			return;
+	}
+	nanosleep(&ts, NULL); /* every one asleep on the mutex */
+	if (sym_new(NULL, NULL, &sym) < 0)
+		return;
+	time_locks(sym, 1, &said); /* warm-up: symbols cached */
+	time_locks(sym, 0, &said_off);
+	for (int i = 0; i < a->reps; i++) {
+		with[i] = time_locks(sym, 1, &said);
+		without[i] = time_locks(sym, 0, &said_off);
+	}
+	sym_free(sym);
+	r->v[0] = median(with, (size_t)a->reps);
+	r->v[1] = median(without, (size_t)a->reps);
+	r->v[2] = (double)said;
+	r->v[3] = (double)said_off;
+	r->ok = 1;
+}
+
+static int cmd_locks(int argc, char **argv)
+{
+	struct locks_arg a = { 0 };
+	struct result r;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: bench_collect locks N [REPS]\n");
+		return 2;
+	}
+	a.n = (size_t)strtoul(argv[2], NULL, 10);
+	a.reps = argc > 3 ? atoi(argv[3]) : 11;
+	if (a.n < 1 || a.n > 60000 || a.reps < 1 || a.reps > MAX_REPS) {
+		fprintf(stderr, "bench_collect: bad N or REPS\n");
+		return 2;
+	}
+	if (in_child(locks_child, &a, &r) < 0) {
+		printf("locks_failed 1\n");
+		return 1;
+	}
+	printf("locks_threads %zu\n", a.n);
+	printf("locks_with_us %.0f\n", r.v[0]);
+	printf("locks_without_us %.0f\n", r.v[1]);
+	printf("locks_said %.0f\n", r.v[2]);
+	printf("locks_said_without %.0f\n", r.v[3]);
+	return 0;
+}
+
 /* ---- the cost of sampling at a rate ---- */
 
 struct rate_arg {
@@ -856,8 +975,11 @@ int main(int argc, char **argv)
 		return cmd_threads(argc, argv);
 	if (argc >= 2 && strcmp(argv[1], "rate") == 0)
 		return cmd_rate(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "locks") == 0)
+		return cmd_locks(argc, argv);
 	fprintf(stderr, "usage: bench_collect single [SECONDS [PROCS]]\n"
 			"       bench_collect threads N [REPS [PROCS]]\n"
-			"       bench_collect rate N [HZ [SECONDS]]\n");
+			"       bench_collect rate N [HZ [SECONDS]]\n"
+			"       bench_collect locks N [REPS]\n");
 	return 2;
 }

@@ -18,7 +18,9 @@
 # "100 1000 4000") sets the sizes. Then SW_BENCH_RATE_THREADS (100)
 # parked threads sampled at SW_BENCH_RATE_HZ (19, the profile rate) for
 # SW_BENCH_RATE_SECONDS (10) each at rest, on the real handler and on the
-# empty one: what a profile costs, against the signal's own floor. About
+# empty one: what a profile costs, against the signal's own floor; and
+# SW_BENCH_LOCK_THREADS (1000) threads blocked on a mutex, dumped with lock
+# owners and without. About
 # a minute and a half on an idle 2-vCPU machine.
 #
 # Then the page's render times in headless Chromium (SW_BENCH_WEB=0 skips
@@ -37,6 +39,7 @@ fi
 sizes=${SW_BENCH_THREADS:-100 1000 4000}
 reps=${SW_BENCH_REPS:-11}
 procs=${SW_BENCH_PROCS:-3}
+locks_n=${SW_BENCH_LOCK_THREADS:-1000}
 rate_n=${SW_BENCH_RATE_THREADS:-100}
 rate_hz=${SW_BENCH_RATE_HZ:-19}
 rate_s=${SW_BENCH_RATE_SECONDS:-10}
@@ -242,6 +245,19 @@ if [ -n "$first_raw" ] && [ "$first" != "$last" ]; then
 	r=$(calc '%.2f' "$last_sym/$first_sym")
 	add "per-thread cost $last / $first threads, symbolized warm" "${r}×" \
 		"≤ 1.3×" "$(met "$r" 1.3)"
+fi
+
+# ---- lock owners: what they add to a dump ----
+echo "running: $locks_n threads blocked on one mutex, with and without lock owners" >&2
+t=$("$bin" locks "$locks_n" "$reps") || status=1
+if [ -n "$(val locks_with_us "$t")" ]; then
+	r=$(calc '%.2f' "$(val locks_with_us "$t")/$(val locks_without_us "$t")")
+	add "$locks_n threads blocked on one mutex: dump, symbolize, group and JSON with lock owners / without (median of $reps; owners named: $(val locks_said "$t") / $(val locks_said_without "$t"))" \
+		"${r}× ($(ms_per "$locks_n" "$(val locks_with_us "$t")") / $(ms_per "$locks_n" "$(val locks_without_us "$t")"))" \
+		"≤ 1.2×" "$(met "$r" 1.2)"
+else
+	add "$locks_n threads blocked on one mutex" "failed (see stderr)" "-" "no"
+	status=1
 fi
 
 # ---- sampling at a rate: what a profile costs the target ----
