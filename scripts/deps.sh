@@ -15,8 +15,10 @@ protobuf-c-compiler libprotobuf-c-dev zlib1g-dev"
 # nginx-light: a real daemonizing server under the agent; python3: a real
 # program of another user (tests/integration/users.sh).
 # golang-go: `go tool pprof` decodes the pprof endpoints. gdb: gcore
-# makes the core files whose lock owners tests/integration/locks.sh reads.
-testtools="clang strace prometheus curl nginx-light python3 golang-go gdb"
+# makes the core files whose lock owners tests/integration/locks.sh reads;
+# musl-tools: a musl program whose locks it refuses.
+testtools="clang strace prometheus curl nginx-light python3 golang-go gdb \
+musl-tools"
 # chromium, nodejs, npm: the browser test of the page (tests/web); a
 # NodeSource nodejs carries its own npm and conflicts with Debian's.
 web="chromium nodejs"

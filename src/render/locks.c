@@ -280,8 +280,12 @@ static const char *unsupported(const struct sw_dump *d)
 		const char *base = p ? strrchr(p, '/') : NULL;
 
 		base = base ? base + 1 : p;
-		if (base && (strncmp(base, "ld-musl", 7) == 0 ||
-			     strncmp(base, "libc.musl", 9) == 0))
+		/* ld-musl-x86_64.so.1, or the libc.so it links to in a
+		 * directory of musl's (Debian: /usr/lib/x86_64-linux-musl). */
+		if (base &&
+		    (strncmp(base, "ld-musl", 7) == 0 ||
+		     strncmp(base, "libc.musl", 9) == 0 ||
+		     (strncmp(base, "libc.so", 7) == 0 && strstr(p, "musl"))))
 			return "lock owners are read from glibc's locks; this "
 			       "process uses musl";
 	}
@@ -303,9 +307,9 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 	memset(out, 0, sizeof(*out));
 	if (!d->symbolized)
 		return 0;
+	/* Any futex sleeper: where we cannot read the locks, say so. */
 	for (size_t i = 0; i < d->nthreads && !any; i++)
-		any = d->threads[i].wait && d->threads[i].status == SW_ST_OK &&
-		      classify(d, &d->threads[i]) != W_NONE;
+		any = d->threads[i].wait && d->threads[i].status == SW_ST_OK;
 	if (!any)
 		return 0;
 	why = unsupported(d);

@@ -6,8 +6,9 @@
 # the agent, the same program without it (the daemon's ptrace snapshot),
 # and a core file of it (gcore); each dump checked scenario by scenario by
 # locks_check.py. Then /api/v1/stuck and stackwatch_deadlocks flag the
-# deadlock at once, the text format says it, and a C++ program deadlocked
-# on two std::mutex is diagnosed through curl with both stacks.
+# deadlock at once, the text format says it, a C++ program deadlocked on
+# two std::mutex is diagnosed through curl with both stacks, and a program
+# built against musl (musl-gcc) is refused with the reason.
 #
 # Usage: BUILD=build sh tests/integration/locks.sh (tests/run.sh sets BUILD)
 # Needs curl and python3 ("ok - # SKIP" without); gcore (gdb) for the core
@@ -192,4 +193,50 @@ else
 	nok "C++ std::mutex ABBA not diagnosed"
 	head -c 1500 "$tmp/cxx.json" | sed 's/^/# /'
 	echo
+fi
+
+# musl: its locks are not glibc's; refused with the reason, no owner said.
+if command -v musl-gcc >/dev/null 2>&1; then
+	cat >"$tmp/musl.c" <<'EOF'
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static void *waiter(void *arg) { pthread_mutex_lock(&m); return arg; }
+int main(void)
+{
+	pthread_t t;
+
+	pthread_mutex_lock(&m);
+	pthread_create(&t, NULL, waiter, NULL);
+	sleep(1);
+	printf("ready\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+EOF
+	if musl-gcc -O0 -g -o "$tmp/musl" "$tmp/musl.c" 2>"$tmp/musl.err"; then
+		start musl "$tmp/musl"
+		"$BUILD/stackwatch" dump --local --format json "$pid" >"$tmp/musl.json" 2>&1
+		if python3 - "$tmp/musl.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+why = d.get("lock_owners_unsupported", "")
+sys.exit(0 if "musl" in why and
+         not any(t.get("waiting_for") for t in d["threads"]) else 1)
+EOF
+		then
+			ok "a musl program: lock owners refused, naming musl"
+		else
+			nok "a musl program: no refusal"
+			head -c 600 "$tmp/musl.json" | sed 's/^/# /'
+			echo
+		fi
+	else
+		nok "musl-gcc builds a program"
+		sed 's/^/# /' "$tmp/musl.err"
+	fi
+else
+	echo "ok - # SKIP musl-gcc (musl-tools) is not installed"
 fi
