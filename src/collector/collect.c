@@ -293,13 +293,48 @@ volatile int collect_no_waits;
 
 static void note_wait(struct sw_thread *t, const struct slot *sl)
 {
-	if (sl->sysno != SYS_futex || t->wait || collect_no_waits)
+	if ((sl->sysno != SYS_futex && sl->sysno != -2) || t->wait ||
+	    collect_no_waits)
 		return;
 	t->wait = calloc(1, sizeof(*t->wait));
 	if (!t->wait)
 		return; /* the stack matters more: no error */
 	t->wait->addr = sl->sysarg[0];
 	t->wait->op = (uint32_t)sl->sysarg[1];
+	t->wait->unsure = sl->sysno == -2;
+}
+
+/*
+ * A thread caught just after a call that returned EINTR (a timed futex
+ * wait is not restarted: glibc's loop calls it again) keeps its wait only
+ * if /proc says it sleeps in futex on the same word now. Rare: one read
+ * for each such thread.
+ */
+static void check_unsure(struct run *r)
+{
+	for (size_t i = 0; i < r->d->nthreads; i++) {
+		struct sw_thread *t = &r->d->threads[i];
+		char path[48], buf[256];
+		unsigned long long nr = 0, addr = 0;
+		ssize_t n;
+
+		if (!t->wait || !t->wait->unsure)
+			continue;
+		snprintf(path, sizeof(path), "%d/syscall", (int)t->tid);
+		n = procfs_read_at(r->taskfd, path, buf, sizeof(buf) - 1);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (sscanf(buf, "%llu 0x%llx", &nr, &addr) != 2)
+				nr = 0;
+		}
+		if (n <= 0 || (nr != SYS_futex && nr != SYS_restart_syscall) ||
+		    addr != t->wait->addr) {
+			free(t->wait);
+			t->wait = NULL;
+			continue;
+		}
+		t->wait->unsure = false;
+	}
 }
 
 static void harvest_slot(struct run *r, int s)
@@ -943,6 +978,7 @@ static int collect_here(const struct collect_opts *opts,
 			&r, "a dlclose() in progress outlasted the timeout");
 	}
 	/* The lock words, while their threads still sleep on them. */
+	check_unsure(&r);
 	waitmem_read(r.pid, r.d);
 	rc = modules_read_self(r.d);
 	if (rc < 0)

@@ -61,6 +61,12 @@ struct sw_wait {
 	uint32_t nmem;	 /* bytes of mem copied: 0 when none could be */
 	uint64_t mem_at; /* the address of mem[0] */
 	uint8_t mem[SW_WAIT_MEM];
+	/*
+	 * Caught just after a system call the kernel did not restart (a
+	 * timed wait returns EINTR): its number is gone from the context,
+	 * so /proc must say it is this futex again (the collector checks).
+	 */
+	bool unsure;
 };
 
 struct sw_thread {

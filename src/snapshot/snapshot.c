@@ -234,8 +234,14 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_PRSTATUS, &io) < 0)
 		return -errno;
 	regs_to_dwarf(&regs, t->regs);
-	/* Stopped inside a system call: its number stays in orig_rax. */
-	t->waits = (long)regs.orig_rax == SYS_futex;
+	/*
+	 * Stopped inside a system call: its number stays in orig_rax. A
+	 * timed futex wait that a stop interrupted before (ours, a
+	 * debugger's) goes on as restart_syscall, with the registers of the
+	 * call: the thread's functions tell what it was (render/locks.c).
+	 */
+	t->waits = (long)regs.orig_rax == SYS_futex ||
+		   (long)regs.orig_rax == SYS_restart_syscall;
 	if (t->waits) {
 		t->wait.addr = regs.rdi;
 		t->wait.op = (uint32_t)regs.rsi;

@@ -630,7 +630,11 @@ static int core_waits(Elf *core, int fd, struct sw_dump *d)
 				continue;
 			memcpy(&ps, (const char *)data->d_buf + desc_off,
 			       sizeof(ps));
-			if ((long long)ps.pr_reg[ORIG_RAX] != SYS_futex)
+			/* restart_syscall: a timed wait stopped once before
+			 * (snapshot.c says why). */
+			if ((long long)ps.pr_reg[ORIG_RAX] != SYS_futex &&
+			    (long long)ps.pr_reg[ORIG_RAX] !=
+				    SYS_restart_syscall)
 				continue;
 			t = core_thread(d, ps.pr_pid);
 			if (!t || t->status != SW_ST_OK || t->wait)

@@ -78,6 +78,9 @@ def check(d):
     def errorcheck():
         owner_is(one(threads, "ec-waiter"), one(threads, "ec-owner"))
 
+    def timed():
+        owner_is(one(threads, "tm-waiter"), one(threads, "tm-owner"))
+
     def robust():
         w = owner_is(one(threads, "rb-waiter"), one(threads, "rb-heir"))
         if not w.get("owner_died"):
@@ -118,6 +121,7 @@ def check(d):
     case("a chain of three: chain-1 -> chain-2 -> chain-3, no deadlock", chain)
     case("a recursive mutex held twice: owner and held 2", recursive)
     case("an error-checking mutex: its owner", errorcheck)
+    case("a mutex waited on with a timeout (pthread_mutex_timedlock): its owner", timed)
     case("a robust mutex whose owner exited: its heir, owner_died", robust)
     case("a mutex whose owner exited: owner_exited", exited)
     case("an rwlock held for writing: readers and a writer wait for the writer", rwlock)

@@ -198,20 +198,26 @@ static void cpu_times(struct slot *s)
 /*
  * The system call the kernel restarts when the handler returns (the pc
  * back on its syscall instruction, its number in rax again), with its
- * first two arguments, which the instruction leaves untouched; sysno -1
- * for any other place. Reads only the context.
+ * first two arguments, which the instruction leaves untouched; -2 with
+ * them just after a call that returned EINTR; -1 for any other place.
+ * Reads only the context.
  */
 static void restarted_call(const ucontext_t *uc, struct slot *s)
 {
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	long ax = (long)uc->uc_mcontext.gregs[REG_RAX];
 	const unsigned char *p = (const unsigned char *)pc;
 
 	s->sysno = -1;
-	if ((pc & 4095) != 4095 && p[0] == 0x0f && p[1] == 0x05) {
-		s->sysno = (int64_t)uc->uc_mcontext.gregs[REG_RAX];
-		s->sysarg[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RDI];
-		s->sysarg[1] = (uint64_t)uc->uc_mcontext.gregs[REG_RSI];
-	}
+	if ((pc & 4095) != 4095 && p[0] == 0x0f && p[1] == 0x05)
+		s->sysno = (int64_t)ax;
+	else if (ax == -EINTR && (pc & 4095) >= 2 && p[-2] == 0x0f &&
+		 p[-1] == 0x05)
+		s->sysno = -2; /* not restarted: a timed wait, perhaps */
+	else
+		return;
+	s->sysarg[0] = (uint64_t)uc->uc_mcontext.gregs[REG_RDI];
+	s->sysarg[1] = (uint64_t)uc->uc_mcontext.gregs[REG_RSI];
 }
 
 static char interrupted_state(const ucontext_t *uc)

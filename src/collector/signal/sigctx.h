@@ -52,7 +52,9 @@ struct slot {
 	 * The system call being restarted, when the thread was caught in
 	 * one that the kernel restarts (SA_RESTART: the pc is back on the
 	 * syscall instruction and the number in rax): its number and first
-	 * two arguments; sysno -1 otherwise.
+	 * two arguments; -2 with the arguments when it was caught just
+	 * after a call that returned EINTR (its number is gone: a timed
+	 * futex wait is not restarted); -1 otherwise.
 	 */
 	int64_t sysno;
 	uint64_t sysarg[2];
