@@ -81,6 +81,9 @@ def check(d):
     def timed():
         owner_is(one(threads, "tm-waiter"), one(threads, "tm-owner"))
 
+    def pi():
+        owner_is(one(threads, "pi-waiter"), one(threads, "pi-owner"))
+
     def robust():
         w = owner_is(one(threads, "rb-waiter"), one(threads, "rb-heir"))
         if not w.get("owner_died"):
@@ -122,6 +125,7 @@ def check(d):
     case("a recursive mutex held twice: owner and held 2", recursive)
     case("an error-checking mutex: its owner", errorcheck)
     case("a mutex waited on with a timeout (pthread_mutex_timedlock): its owner", timed)
+    case("a priority-inheritance mutex (FUTEX_LOCK_PI): its owner from __lock", pi)
     case("a robust mutex whose owner exited: its heir, owner_died", robust)
     case("a mutex whose owner exited: owner_exited", exited)
     case("an rwlock held for writing: readers and a writer wait for the writer", rwlock)
