@@ -471,19 +471,23 @@ out:
 	return 0;
 }
 
-/* The process name and arguments from the core's NT_PRPSINFO note. */
-static void core_psinfo(Elf *core, struct sw_dump *d)
+/*
+ * Calls fn with each note of type type in the core (its descriptor, at
+ * least size bytes) until fn returns nonzero; returns that, or 0.
+ */
+static int core_notes(Elf *core, uint32_t type, size_t size,
+		      int (*fn)(const void *desc, void *arg), void *arg)
 {
-	GElf_Ehdr eh;
 	size_t nph;
 
-	if (!gelf_getehdr(core, &eh) || elf_getphdrnum(core, &nph) != 0)
-		return;
+	if (elf_getphdrnum(core, &nph) != 0)
+		return 0;
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
 		Elf_Data *data;
 		GElf_Nhdr nh;
 		size_t off = 0, name_off, desc_off;
+		int r;
 
 		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_NOTE)
 			continue;
@@ -492,26 +496,39 @@ static void core_psinfo(Elf *core, struct sw_dump *d)
 		while (data && off < data->d_size &&
 		       (off = gelf_getnote(data, off, &nh, &name_off,
 					   &desc_off)) > 0) {
-			prpsinfo_t ps;
-			char args[sizeof(ps.pr_psargs) + 1];
-
-			if (nh.n_type != NT_PRPSINFO ||
-			    nh.n_descsz < sizeof(ps))
+			if (nh.n_type != type || nh.n_descsz < size)
 				continue;
-			memcpy(&ps, (const char *)data->d_buf + desc_off,
-			       sizeof(ps));
-			memcpy(d->comm, ps.pr_fname,
-			       sizeof(d->comm) < sizeof(ps.pr_fname)
-				       ? sizeof(d->comm)
-				       : sizeof(ps.pr_fname));
-			d->comm[SW_COMM_MAX - 1] = '\0';
-			memcpy(args, ps.pr_psargs, sizeof(ps.pr_psargs));
-			args[sizeof(ps.pr_psargs)] = '\0';
-			free(d->cmdline);
-			d->cmdline = strdup(args);
-			return;
+			r = fn((const char *)data->d_buf + desc_off, arg);
+			if (r)
+				return r;
 		}
 	}
+	return 0;
+}
+
+/* The process name and arguments of an NT_PRPSINFO note, into d. */
+static int psinfo_note(const void *desc, void *arg)
+{
+	struct sw_dump *d = arg;
+	prpsinfo_t ps;
+	char args[sizeof(ps.pr_psargs) + 1];
+
+	memcpy(&ps, desc, sizeof(ps));
+	memcpy(d->comm, ps.pr_fname,
+	       sizeof(d->comm) < sizeof(ps.pr_fname) ? sizeof(d->comm)
+						     : sizeof(ps.pr_fname));
+	d->comm[SW_COMM_MAX - 1] = '\0';
+	memcpy(args, ps.pr_psargs, sizeof(ps.pr_psargs));
+	args[sizeof(ps.pr_psargs)] = '\0';
+	free(d->cmdline);
+	d->cmdline = strdup(args);
+	return 1; /* the first is the one */
+}
+
+/* The process name and arguments from the core's NT_PRPSINFO note. */
+static void core_psinfo(Elf *core, struct sw_dump *d)
+{
+	core_notes(core, NT_PRPSINFO, sizeof(prpsinfo_t), psinfo_note, d);
 }
 
 struct core_walk {
@@ -597,6 +614,41 @@ static void core_wait_mem(Elf *core, int fd, struct sw_wait *w)
 	}
 }
 
+struct core_wait_walk {
+	Elf *core;
+	int fd;
+	struct sw_dump *d;
+};
+
+/* The futex wait of an NT_PRSTATUS note's thread, if it is in one. */
+static int prstatus_note(const void *desc, void *arg)
+{
+#if defined(__x86_64__)
+	struct core_wait_walk *w = arg;
+	struct elf_prstatus ps;
+	struct sw_thread *t;
+
+	memcpy(&ps, desc, sizeof(ps));
+	/* restart_syscall: a timed wait stopped once before (snapshot.c). */
+	if ((long long)ps.pr_reg[ORIG_RAX] != SYS_futex &&
+	    (long long)ps.pr_reg[ORIG_RAX] != SYS_restart_syscall)
+		return 0;
+	t = core_thread(w->d, ps.pr_pid);
+	if (!t || t->status != SW_ST_OK || t->wait)
+		return 0;
+	t->wait = calloc(1, sizeof(*t->wait));
+	if (!t->wait)
+		return -ENOMEM;
+	t->wait->addr = ps.pr_reg[RDI];
+	t->wait->op = (uint32_t)ps.pr_reg[RSI];
+	core_wait_mem(w->core, w->fd, t->wait);
+#else
+	(void)desc;
+	(void)arg;
+#endif
+	return 0;
+}
+
 /*
  * The futex waits of the core's threads: each NT_PRSTATUS note holds the
  * thread's registers as the kernel (or gcore) saved them, orig_rax the
@@ -604,55 +656,11 @@ static void core_wait_mem(Elf *core, int fd, struct sw_wait *w)
  */
 static int core_waits(Elf *core, int fd, struct sw_dump *d)
 {
-#if defined(__x86_64__)
-	size_t nph;
+	struct core_wait_walk w = { core, fd, d };
+	int r = core_notes(core, NT_PRSTATUS, sizeof(struct elf_prstatus),
+			   prstatus_note, &w);
 
-	if (elf_getphdrnum(core, &nph) != 0)
-		return 0;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-		Elf_Data *data;
-		GElf_Nhdr nh;
-		size_t off = 0, name_off, desc_off;
-
-		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		data = elf_getdata_rawchunk(core, (int64_t)ph.p_offset,
-					    ph.p_filesz, ELF_T_NHDR);
-		while (data && off < data->d_size &&
-		       (off = gelf_getnote(data, off, &nh, &name_off,
-					   &desc_off)) > 0) {
-			struct elf_prstatus ps;
-			struct sw_thread *t;
-
-			if (nh.n_type != NT_PRSTATUS ||
-			    nh.n_descsz < sizeof(ps))
-				continue;
-			memcpy(&ps, (const char *)data->d_buf + desc_off,
-			       sizeof(ps));
-			/* restart_syscall: a timed wait stopped once before
-			 * (snapshot.c says why). */
-			if ((long long)ps.pr_reg[ORIG_RAX] != SYS_futex &&
-			    (long long)ps.pr_reg[ORIG_RAX] !=
-				    SYS_restart_syscall)
-				continue;
-			t = core_thread(d, ps.pr_pid);
-			if (!t || t->status != SW_ST_OK || t->wait)
-				continue;
-			t->wait = calloc(1, sizeof(*t->wait));
-			if (!t->wait)
-				return -ENOMEM;
-			t->wait->addr = ps.pr_reg[RDI];
-			t->wait->op = (uint32_t)ps.pr_reg[RSI];
-			core_wait_mem(core, fd, t->wait);
-		}
-	}
-#else
-	(void)core;
-	(void)fd;
-	(void)d;
-#endif
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 static int cmp_sw_thread(const void *a, const void *b)
