@@ -232,17 +232,20 @@ static int find_cycles(struct locks *l)
 		size_t n = 0;
 		int i = (int)s;
 
-		while (i >= 0 && state[i] == 0) {
+		while (i >= 0 && (size_t)i < l->nthreads && state[i] == 0) {
 			state[i] = 1;
 			path[n++] = (size_t)i;
 			i = locks_next(l, (size_t)i);
 		}
-		if (i >= 0 && state[i] == 1) { /* back on this path: a cycle */
+		if (i >= 0 && (size_t)i < l->nthreads &&
+		    state[i] == 1) { /* back on this path: a cycle */
 			size_t from = 0;
 			struct lock_cycle *c, *nc;
 
-			while (path[from] != (size_t)i)
+			while (from < n && path[from] != (size_t)i)
 				from++;
+			if (from == n)
+				goto settled; /* cannot be: i is on the path */
 			nc = realloc(l->cycles,
 				     (l->ncycles + 1) * sizeof(*l->cycles));
 			if (!nc) {
@@ -263,6 +266,7 @@ static int find_cycles(struct locks *l)
 				l->w[c->threads[k]].cycle = (int)l->ncycles;
 			l->ncycles++;
 		}
+	settled:
 		for (size_t k = 0; k < n; k++)
 			state[path[k]] = 2;
 	}
