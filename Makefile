@@ -172,7 +172,8 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
 
 # Unit tests of the daemon's parts link its objects (all but main).
 DAEMON_TEST_OBJS = $(filter-out $(BUILD)/obj/daemon/main.o,$(DAEMON_OBJS)) $(WEB_OBJ)
-$(BUILD)/tests/test_notify: tests/unit/test_notify.c $(DAEMON_TEST_OBJS) \
+$(BUILD)/tests/test_notify $(BUILD)/tests/test_peer: $(BUILD)/tests/%: \
+		tests/unit/%.c $(DAEMON_TEST_OBJS) \
 		$(BUILD)/libstackwatch.a $(wildcard tests/unit/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -O0 -Itests/unit -o $@ $< $(DAEMON_TEST_OBJS) \

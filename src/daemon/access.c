@@ -1,10 +1,13 @@
 /*
  * access.c - who may see what (access.h).
  */
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "access.h"
+#include "procid.h"
 
 void access_init(struct access *a, const struct peer *p, bool token,
 		 gid_t admin_gid)
@@ -12,35 +15,123 @@ void access_init(struct access *a, const struct peer *p, bool token,
 	a->peer = *p;
 	a->all = token || (p->known && p->uid == 0) ||
 		 (admin_gid != (gid_t)-1 && peer_in_group(p, admin_gid));
+	a->who.uid = p->known ? p->uid : (uid_t)-1;
+	a->who.priority = a->all;
 }
 
-/* The rule itself, for the process pid is now. */
-static bool uids_allow(const struct access *a, pid_t pid)
+/*
+ * Our own rule, stricter than the kernel's, for when the helper cannot
+ * ask the kernel: the requester's uid and gid all of the process's, no
+ * capability it lacks, and the process dumpable.
+ */
+static bool own_rule(const struct access *a, const struct procid *id)
 {
-	uid_t uids[3];
-	bool dumpable;
+	for (int i = 0; i < 3; i++)
+		if (id->uid[i] != a->peer.uid || id->gid[i] != a->peer.gid)
+			return false;
+	return id->dumpable && (id->cap_prm & ~a->peer.caps) == 0;
+}
 
-	if (peer_process_uids(pid, uids, &dumpable) < 0)
-		return false;
-	return dumpable && uids[0] == a->peer.uid && uids[1] == a->peer.uid &&
-	       uids[2] == a->peer.uid;
+/*
+ * The rule for the processes of ids (n of them, read just before) into
+ * ok[i], asked of the kernel through the helper in batches.
+ */
+static void rule_allows(const struct access *a, const struct procid *ids,
+			const pid_t *pids, size_t n, bool *ok)
+{
+	struct ptracer_cred cred = { .uid = a->peer.uid,
+				     .gid = a->peer.gid,
+				     .caps = a->peer.caps };
+	struct ptracer_task *tasks = calloc(n ? n : 1, sizeof(*tasks));
+	int rc = tasks ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < n; i++)
+		ok[i] = false;
+	for (size_t i = 0; tasks && i < n; i++) {
+		tasks[i].pid = pids[i];
+		tasks[i].tid = ids[i].tid;
+	}
+	for (size_t i = 0; rc == 0 && i < n; i += PTRACER_CHECK_MAX) {
+		size_t k =
+			n - i < PTRACER_CHECK_MAX ? n - i : PTRACER_CHECK_MAX;
+
+		rc = ptracer_check(&cred, tasks + i, k, ok + i);
+	}
+	free(tasks);
+	if (rc == PTRACER_EGONE)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = own_rule(a, &ids[i]);
+}
+
+void access_sees_pids(const struct access *a, const pid_t *pids, size_t n,
+		      bool *ok)
+{
+	struct procid *ids;
+
+	for (size_t i = 0; i < n; i++)
+		ok[i] = a->all;
+	if (a->all || !a->peer.known || n == 0)
+		return;
+	ids = calloc(n, sizeof(*ids));
+	if (!ids)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (procid_read(pids[i], &ids[i]) < 0)
+			ids[i].tid = 0; /* gone: the helper allows nothing */
+	rule_allows(a, ids, pids, n, ok);
+	for (size_t i = 0; i < n; i++)
+		ok[i] = ok[i] && ids[i].tid > 0;
+	free(ids);
 }
 
 bool access_sees_pid(const struct access *a, pid_t pid)
 {
-	if (a->all)
-		return true;
-	return a->peer.known && pid > 0 && uids_allow(a, pid);
+	bool ok = false;
+
+	if (pid > 0)
+		access_sees_pids(a, &pid, 1, &ok);
+	return ok;
 }
 
-bool access_sees(const struct access *a, const struct target *t)
+void access_sees_all(const struct access *a, struct target **ts, size_t n,
+		     bool *ok)
 {
-	if (a->all)
-		return true;
-	if (!a->peer.known || !target_alive(t))
-		return false;
-	/* The pidfd pins the process: the pid is still the one we know. */
-	return uids_allow(a, t->self ? getpid() : t->pid);
+	struct procid *ids;
+	pid_t *pids;
+
+	for (size_t i = 0; i < n; i++)
+		ok[i] = a->all && target_alive(ts[i]);
+	if (a->all || !a->peer.known || n == 0)
+		return;
+	ids = calloc(n, sizeof(*ids));
+	pids = calloc(n, sizeof(*pids));
+	if (!ids || !pids)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		pids[i] = ts[i]->self ? getpid() : ts[i]->pid;
+		if (ts[i]->self ? procid_read(pids[i], &ids[i]) < 0
+				: target_unchanged(ts[i], &ids[i]) < 0)
+			ids[i].tid = 0;
+	}
+	rule_allows(a, ids, pids, n, ok);
+	/*
+	 * Unchanged still after the rule was asked: what was allowed is the
+	 * process the target stands for.
+	 */
+	for (size_t i = 0; i < n; i++)
+		ok[i] = ok[i] && ids[i].tid > 0 &&
+			target_unchanged(ts[i], NULL) == 0;
+out:
+	free(ids);
+	free(pids);
+}
+
+bool access_sees(const struct access *a, struct target *t)
+{
+	bool ok = false;
+
+	access_sees_all(a, &t, 1, &ok);
+	return ok;
 }
 
 int access_list(struct registry *reg, const struct access *a,
@@ -48,16 +139,24 @@ int access_list(struct registry *reg, const struct access *a,
 {
 	struct target **ts;
 	size_t all, k = 0;
+	bool *ok;
 	int rc = registry_list(reg, &ts, &all);
 
 	if (rc < 0)
 		return rc;
+	ok = calloc(all ? all : 1, sizeof(*ok));
+	if (!ok) {
+		registry_put_all(ts, all);
+		return -ENOMEM;
+	}
+	access_sees_all(a, ts, all, ok);
 	for (size_t i = 0; i < all; i++) {
-		if (access_sees(a, ts[i]))
+		if (ok[i])
 			ts[k++] = ts[i];
 		else
 			target_put(ts[i]);
 	}
+	free(ok);
 	*out = ts;
 	*n = k;
 	return 0;
@@ -85,7 +184,7 @@ struct target *access_get_process(struct registry *reg, const struct access *a,
 		return t;
 	if (!access_sees_pid(a, pid))
 		return NULL;
-	t = registry_get_process(reg, pid, &err);
+	t = registry_get_process(reg, pid, &a->who, &err);
 	/* Pinned now: the same rule for the process that was pinned. */
 	if (t && !access_sees(a, t)) {
 		target_put(t);

@@ -1,13 +1,27 @@
 /*
  * access.h - who may see what: the daemon runs as root, and shows a
- * requester no more than the kernel's ptrace read rules would let it see
- * with gdb or eu-stack (INTERFACE.md, "Who may see what").
+ * requester no more than the kernel would let it read with gdb or
+ * eu-stack (INTERFACE.md, "Who may see what").
  *
- * A requester sees a target when it is root, is in the admin group,
- * presented the bearer token, or has the target's uid (its real,
- * effective and saved uids all the requester's) and the target is
- * dumpable. Anyone the kernel cannot name (peer.h) sees no target.
- * An invisible target is absent from every list and not found by pid.
+ * A requester sees everything when it is root, is in the admin group, or
+ * presented the bearer token. Anyone else sees a process exactly when the
+ * kernel's ptrace read rule (PTRACE_MODE_READ_FSCREDS: uids and gids,
+ * capabilities, dumpable, namespaces, security modules) lets a process
+ * with the requester's credentials read it: the snapshot helper asks the
+ * kernel under those credentials (ptracer_check()). Without the helper,
+ * a stricter rule of our own stands in: all of the process's uids the
+ * requester's, all of its gids the requester's gid, no capability the
+ * requester lacks, and dumpable. Anyone the kernel cannot name (peer.h)
+ * sees no process.
+ *
+ * A target is bound to what its process was when it was first met
+ * (procid.h): a process that ran another program or changed its
+ * credentials since is not that target any more, for anyone. So the rule
+ * is checked, and the target checked unchanged, before a read and again
+ * after it (registry.h), and what a target's history holds is always
+ * what the process was when the rule allowed it.
+ *
+ * An invisible process is absent from every list and not found by pid.
  */
 #ifndef SWD_ACCESS_H
 #define SWD_ACCESS_H
@@ -17,11 +31,13 @@
 #include <sys/types.h>
 
 #include "peer.h"
+#include "ptracer.h"
 #include "registry.h"
 
 struct access {
 	struct peer peer;
-	bool all; /* root, the admin group or the token */
+	bool all;	  /* root, the admin group or the token */
+	struct asker who; /* whom reads are for (ptracer.h) */
 };
 
 /*
@@ -31,8 +47,18 @@ struct access {
 void access_init(struct access *a, const struct peer *p, bool token,
 		 gid_t admin_gid);
 
-/* Whether a may see t. Reads /proc for t's uids; blocks briefly. */
-bool access_sees(const struct access *a, const struct target *t);
+/*
+ * Whether a may see t now: t's process unchanged (else t is forgotten)
+ * and the rule above. Reads /proc and asks the helper; blocks briefly.
+ */
+bool access_sees(const struct access *a, struct target *t);
+
+/*
+ * access_sees() of each of ts (n of them) at once, into ok[i]: one round
+ * trip to the helper for all of them.
+ */
+void access_sees_all(const struct access *a, struct target **ts, size_t n,
+		     bool *ok);
 
 /*
  * registry_list() of what a may see: every live target it may see, each
@@ -47,6 +73,10 @@ struct target *access_get(struct registry *reg, const struct access *a,
 
 /* Whether a may see the process pid, agent or not. Reads /proc. */
 bool access_sees_pid(const struct access *a, pid_t pid);
+
+/* access_sees_pid() of each of pids (n of them) at once, into ok[i]. */
+void access_sees_pids(const struct access *a, const pid_t *pids, size_t n,
+		      bool *ok);
 
 /*
  * Any process a may see, with the agent or without (then a ptrace entry,

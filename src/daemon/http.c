@@ -329,8 +329,13 @@ static void get_args(struct MHD_Connection *c, struct query_args *a)
 	a->accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
 }
 
+/* A process the requester may not see (any more): a 404 of its own. */
+#define ACCESS_EHIDDEN (-21004)
+
 static unsigned status_of(int rc)
 {
+	if (rc == ACCESS_EHIDDEN)
+		return MHD_HTTP_NOT_FOUND;
 	if (rc == SNAP_ETRACED)
 		return MHD_HTTP_CONFLICT;
 	if (rc == SNAP_EZOMBIE || rc == SNAP_EKTHREAD)
@@ -345,6 +350,8 @@ static unsigned status_of(int rc)
 		return MHD_HTTP_GATEWAY_TIMEOUT;
 	if (rc == -ECONNRESET)
 		return MHD_HTTP_BAD_GATEWAY;
+	if (rc == REGISTRY_ECHANGED)
+		return MHD_HTTP_NOT_FOUND;
 	if (rc == -ENOMEM || rc == STACKS_EHISTORY)
 		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	return MHD_HTTP_BAD_GATEWAY; /* the agent answered with an error */
@@ -356,6 +363,14 @@ static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 		snprintf(buf, size, "pid %d did not answer in time", (int)pid);
 	else if (rc == -ECONNRESET)
 		snprintf(buf, size, "pid %d is gone or broke the protocol",
+			 (int)pid);
+	else if (rc == ACCESS_EHIDDEN)
+		snprintf(buf, size, "pid %d is not a process you may see",
+			 (int)pid);
+	else if (rc == REGISTRY_ECHANGED)
+		snprintf(buf, size,
+			 "pid %d runs another program or has other "
+			 "credentials since it was asked for: ask again",
 			 (int)pid);
 	else if (rc == REGISTRY_EADDRS)
 		snprintf(buf, size,
@@ -449,12 +464,45 @@ static const char *render_failure(int rc, char *buf, size_t size, pid_t pid)
 }
 
 /*
+ * The dumps of ts (n of them) for acc, all at once under one deadline:
+ * rcs[i] and sds[i] as stacks_get_many() has them. The rule is checked
+ * again once they are taken (access.h): a target acc may no longer see
+ * gets ACCESS_EHIDDEN, and so does one whose process changed during its
+ * dump when it was one of many (it is left out of a list without a word).
+ */
+static void dump_seen(struct http *h, const struct access *acc,
+		      struct target **ts, size_t n, int timeout_ms,
+		      struct sdump **sds, int *rcs)
+{
+	bool *ok = calloc(n ? n : 1, sizeof(*ok));
+
+	if (n == 1)
+		rcs[0] = stacks_get(h->st, ts[0], &acc->who, timeout_ms,
+				    &sds[0]);
+	else
+		stacks_get_many(h->st, ts, n, &acc->who, timeout_ms, sds, rcs);
+	if (ok)
+		access_sees_all(acc, ts, n, ok);
+	for (size_t i = 0; i < n; i++) {
+		if (rcs[i] == REGISTRY_ECHANGED && n > 1)
+			rcs[i] = ACCESS_EHIDDEN;
+		if (rcs[i] != 0 || (ok && ok[i]))
+			continue;
+		sdump_put(sds[i]);
+		sds[i] = NULL;
+		rcs[i] = ACCESS_EHIDDEN;
+	}
+	free(ok);
+}
+
+/*
  * Dumps every target of ts (n of them; all at once under one deadline)
- * and answers in rq's format. One target (!many) answers with its error
- * status when its dump or its rendering fails; many answer 200 with an
- * error entry for each target that failed.
+ * for acc and answers in rq's format. One target (!many) answers with its
+ * error status when its dump or its rendering fails; many answer 200 with
+ * an error entry for each target that failed.
  */
 static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
+				     const struct access *acc,
 				     const struct query_stacks *rq,
 				     struct target **ts, size_t n, bool many)
 {
@@ -472,10 +520,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		ret = send_error(c, 500, rq->format, "out of memory");
 		goto out;
 	}
-	if (n == 1)
-		rcs[0] = stacks_get(h->st, ts[0], rq->timeout_ms, &sds[0]);
-	else
-		stacks_get_many(h->st, ts, n, rq->timeout_ms, sds, rcs);
+	dump_seen(h, acc, ts, n, rq->timeout_ms, sds, rcs);
 	if (rq->format == QUERY_JSON && many) {
 		doc = cJSON_CreateObject();
 		arr = cJSON_AddArrayToObject(doc, "processes");
@@ -488,6 +533,8 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		int rc = rcs[i];
 		cJSON *one = NULL;
 
+		if (rc == ACCESS_EHIDDEN && many)
+			continue;
 		if (rc == 0)
 			rc = view_of(h, rq, sds[i], &own, &d);
 		if (rc < 0) {
@@ -695,7 +742,7 @@ static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 	if (rq.format == QUERY_HTML)
 		ret = handle_static(c, "index.html");
 	else
-		ret = answer_stacks(h, c, &rq, ts, n, rq.pid == 0);
+		ret = answer_stacks(h, c, acc, &rq, ts, n, rq.pid == 0);
 	registry_put_all(ts, n);
 	return ret;
 }
@@ -859,7 +906,7 @@ static enum MHD_Result handle_pprof_count(struct http *h,
 		struct query_stacks qs = { rq.pid, QUERY_TEXT, true,
 					   rq.timeout_ms };
 
-		ret = answer_stacks(h, c, &qs, ts, n, rq.pid == 0);
+		ret = answer_stacks(h, c, acc, &qs, ts, n, rq.pid == 0);
 		registry_put_all(ts, n);
 		return ret;
 	}
@@ -872,10 +919,7 @@ static enum MHD_Result handle_pprof_count(struct http *h,
 		ret = send_error(c, 500, QUERY_TEXT, "out of memory");
 		goto out;
 	}
-	if (n == 1)
-		rcs[0] = stacks_get(h->st, ts[0], rq.timeout_ms, &sds[0]);
-	else
-		stacks_get_many(h->st, ts, n, rq.timeout_ms, sds, rcs);
+	dump_seen(h, acc, ts, n, rq.timeout_ms, sds, rcs);
 	for (size_t i = 0; i < n; i++)
 		if (rcs[i] == 0)
 			ds[k++] = sds[i]->d;
@@ -1043,7 +1087,12 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	t = target_seen(h, c, acc, q.pid, &ret);
 	if (!t)
 		return ret;
-	rc = watch_diff(h->st, t, q.since, q.timeout_ms, &doc);
+	rc = watch_diff(h->st, t, &acc->who, q.since, q.timeout_ms, &doc);
+	/* Checked again once read (access.h). */
+	if (rc == 0 && !access_sees(acc, t)) {
+		cJSON_Delete(doc);
+		rc = ACCESS_EHIDDEN;
+	}
 	target_put(t);
 	if (rc == -ENOENT) {
 		snprintf(why, sizeof(why),
@@ -1081,6 +1130,12 @@ static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c,
 	if (!t)
 		return ret;
 	rc = rolling_profile(t, q.since, q.until, q.cpu, &doc);
+	if (rc == 0 && !access_sees(acc, t)) {
+		cJSON_Delete(doc);
+		target_put(t);
+		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
+				  "not a process you may see");
+	}
 	target_put(t);
 	if (rc < 0)
 		return send_error(c, 500, QUERY_JSON, "out of memory");

@@ -22,6 +22,7 @@
 #include "model/clock.h"
 #include "notify.h"
 #include "options.h"
+#include "gate.h"
 #include "ptracer.h"
 #include "registry.h"
 #include "scheduler.h"
@@ -96,6 +97,7 @@ int main(int argc, char **argv)
 	}
 	/* Symbols come from this machine only, never from the network. */
 	unsetenv("DEBUGINFOD_URLS");
+	gate_init();
 	/*
 	 * The only process of ours that may ptrace is the helper, started
 	 * before any thread; this one forbids itself ptrace from here on.
@@ -116,6 +118,7 @@ int main(int argc, char **argv)
 	registry_set_limits(&(struct registry_limits){
 		.max_targets_per_user = o.max_targets_per_user,
 		.max_dump_addresses = o.max_dump_addresses,
+		.max_ptraced_per_user = o.max_ptraced_per_user,
 	});
 	rc = registry_start(o.agent_socket, &stacks_hooks, &reg);
 	if (rc < 0) {

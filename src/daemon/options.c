@@ -50,6 +50,10 @@ static const char usage[] =
 	"  --max-targets-per-user N\n"
 	"                          registered processes per user, root\n"
 	"                          aside (default 256)\n"
+	"  --max-ptraced-per-user N\n"
+	"                          processes without the agent one user's\n"
+	"                          requests keep open, admins aside\n"
+	"                          (default 16)\n"
 	"  --max-dump-addresses N  addresses in one dump of a user's process,\n"
 	"                          root's aside (default 1048576)\n"
 	"  --max-history-mib N     MiB of samples kept per user (default 256)\n"
@@ -76,6 +80,7 @@ enum {
 	O_RATE,
 	O_HISTORY,
 	O_MAX_TARGETS,
+	O_MAX_PTRACED,
 	O_MAX_ADDRS,
 	O_MAX_HISTORY,
 	O_SYM_BUDGET,
@@ -101,6 +106,7 @@ static const struct option longopts[] = {
 	{ "max-dump-rate", required_argument, NULL, O_RATE },
 	{ "history", required_argument, NULL, O_HISTORY },
 	{ "max-targets-per-user", required_argument, NULL, O_MAX_TARGETS },
+	{ "max-ptraced-per-user", required_argument, NULL, O_MAX_PTRACED },
 	{ "max-dump-addresses", required_argument, NULL, O_MAX_ADDRS },
 	{ "max-history-mib", required_argument, NULL, O_MAX_HISTORY },
 	{ "symbolize-budget", required_argument, NULL, O_SYM_BUDGET },
@@ -229,6 +235,8 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_int(val, 1, 10000, &o->history);
 	case O_MAX_TARGETS:
 		return parse_int(val, 1, 4096, &o->max_targets_per_user);
+	case O_MAX_PTRACED:
+		return parse_int(val, 1, 960, &o->max_ptraced_per_user);
 	case O_MAX_ADDRS:
 		return parse_int(val, 1000, 16777216, &o->max_dump_addresses);
 	case O_MAX_HISTORY:
@@ -294,6 +302,8 @@ static const char *expected(int key)
 		return "a number, 1 to 10000";
 	case O_MAX_TARGETS:
 		return "a number, 1 to 4096";
+	case O_MAX_PTRACED:
+		return "a number, 1 to 960";
 	case O_MAX_ADDRS:
 		return "a number, 1000 to 16777216";
 	case O_MAX_HISTORY:
@@ -436,6 +446,7 @@ static void set_defaults(struct options *o)
 	o->max_dump_rate = 30;
 	o->history = 60;
 	o->max_targets_per_user = 256;
+	o->max_ptraced_per_user = 16;
 	o->max_dump_addresses = 1 << 20;
 	o->max_history_mib = 256;
 	o->symbolize_budget_ms = 500;

@@ -31,6 +31,7 @@ struct options {
 	int history;	   /* samples kept per target */
 	/* What one user (root aside where said) may cost the daemon. */
 	int max_targets_per_user; /* registered processes, root aside */
+	int max_ptraced_per_user; /* ptrace entries, admins aside */
 	int max_dump_addresses;	  /* in one dump, root's aside */
 	int max_history_mib;	  /* samples kept, all of the user's */
 	int symbolize_budget_ms;  /* symbolizing one dump, then no more */

@@ -3,23 +3,25 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "model/clock.h"
+#include "model/procfs.h"
 #include "peer.h"
 
 #define DIAG_TIMEOUT_MS 200
@@ -29,20 +31,90 @@ static void set_key_uid(struct peer *p)
 	snprintf(p->key, sizeof(p->key), "uid %u", (unsigned)p->uid);
 }
 
-/* The groups of a user known by uid alone (TCP): the user database. */
-static void groups_of_uid(struct peer *p)
-{
-	char buf[4096];
-	struct passwd pw, *res = NULL;
-	int n = PEER_MAX_GROUPS;
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77 /* Linux 6.5 */
+#endif
 
-	p->ngroups = 0;
-	if (getpwuid_r(p->uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
-		return;
-	p->gid = pw.pw_gid;
-	if (getgrouplist(pw.pw_name, pw.pw_gid, p->groups, &n) < 0)
-		n = PEER_MAX_GROUPS; /* the first ones, then */
-	p->ngroups = n;
+/*
+ * What the status file of pid says of its credentials: its effective uid
+ * and gid, effective capabilities and, with groups, its other groups
+ * (at most PEER_MAX_GROUPS). 0 or a negative errno.
+ */
+static int status_creds(pid_t pid, uid_t *euid, gid_t *egid, uint64_t *caps,
+			gid_t *groups, int *ngroups)
+{
+	char path[64], buf[4096];
+	unsigned long r, e;
+	const char *v;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	v = procfs_status_value(buf, (size_t)n, "Uid");
+	if (!v || sscanf(v, "%lu %lu", &r, &e) != 2)
+		return -EINVAL;
+	*euid = (uid_t)e;
+	v = procfs_status_value(buf, (size_t)n, "Gid");
+	if (!v || sscanf(v, "%lu %lu", &r, &e) != 2)
+		return -EINVAL;
+	*egid = (gid_t)e;
+	if (procfs_parse_status_hex(buf, (size_t)n, "CapEff", caps))
+		return -EINVAL;
+	if (!groups)
+		return 0;
+	*ngroups = 0;
+	v = procfs_status_value(buf, (size_t)n, "Groups");
+	while (v && *ngroups < PEER_MAX_GROUPS) {
+		char *end;
+		unsigned long g;
+
+		while (*v == ' ' || *v == '\t')
+			v++;
+		if (*v < '0' || *v > '9')
+			break;
+		g = strtoul(v, &end, 10);
+		groups[(*ngroups)++] = (gid_t)g;
+		v = end;
+	}
+	return 0;
+}
+
+/* Whether the process pinned by pidfd has not exited. */
+static bool pidfd_alive(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	while (poll(&p, 1, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return !(p.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+/*
+ * The effective capabilities of the process on the other end of unix
+ * socket fd, pinned by SO_PEERPIDFD: 0 when it cannot be pinned, is gone,
+ * or is no longer the uid that connected (then its capabilities are not
+ * the ones it connected with).
+ */
+static uint64_t unix_peer_caps(int fd, const struct ucred *cred)
+{
+	socklen_t len = sizeof(int);
+	uint64_t caps = 0;
+	uid_t euid;
+	gid_t egid;
+	int pidfd = -1;
+
+	if (cred->pid <= 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0 ||
+	    pidfd < 0)
+		return 0;
+	if (status_creds(cred->pid, &euid, &egid, &caps, NULL, NULL) < 0 ||
+	    euid != cred->uid || !pidfd_alive(pidfd))
+		caps = 0;
+	close(pidfd);
+	return caps;
 }
 
 static int identify_unix(int fd, struct peer *p)
@@ -60,6 +132,7 @@ static int identify_unix(int fd, struct peer *p)
 	len = sizeof(p->groups);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, p->groups, &len) == 0)
 		p->ngroups = (int)(len / sizeof(gid_t));
+	p->caps = unix_peer_caps(fd, &cred);
 	set_key_uid(p);
 	return 0;
 }
@@ -100,13 +173,27 @@ static void diag_addr(const struct sockaddr_storage *ss, __be32 out[4],
 	}
 }
 
+/* What the kernel says of the client's own socket. */
+struct diag_sock {
+	uid_t uid;
+	uint32_t inode; /* 0: no file holds it (an orphan) */
+	uint8_t state;	/* TCP_ESTABLISHED ... */
+};
+
+/* The TCP states of a connection still open on the client's side. */
+#define TCP_ESTABLISHED_ 1
+#define TCP_FIN_WAIT1_ 4 /* half-closed by the client (shutdown) */
+#define TCP_FIN_WAIT2_ 5
+#define TCP_CLOSE_WAIT_ 8
+
 /*
  * Asks the kernel for the client's own socket (its local address and
- * port are the connection's remote ones) and returns its owner's uid.
- * 0 with *uid set, or a negative errno.
+ * port are the connection's remote ones): its owner, inode and state.
+ * 0 with *out set, or a negative errno.
  */
 static int diag_owner(const struct sockaddr_storage *client,
-		      const struct sockaddr_storage *server, uid_t *uid)
+		      const struct sockaddr_storage *server,
+		      struct diag_sock *out)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -159,7 +246,9 @@ static int diag_owner(const struct sockaddr_storage *client,
 		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
 			continue;
 		m = NLMSG_DATA(h);
-		*uid = m->idiag_uid;
+		out->uid = m->idiag_uid;
+		out->inode = m->idiag_inode;
+		out->state = m->idiag_state;
 		rc = 0;
 		break;
 	}
@@ -168,11 +257,143 @@ out:
 	return rc;
 }
 
+/* Whether fd number fdnum of pid is the socket "socket:[inode]". */
+static bool holds_socket(int pidfd_dir, const char *fdnum, const char *want)
+{
+	char link[64];
+	ssize_t n = readlinkat(pidfd_dir, fdnum, link, sizeof(link) - 1);
+
+	if (n <= 0)
+		return false;
+	link[n] = '\0';
+	return strcmp(link, want) == 0;
+}
+
+/*
+ * Looks through the open files of process pid (its /proc/PID/fd open at
+ * dir) for want. Returns the fd's number, or -1.
+ */
+static int find_in_process(int dir, const char *want, uint64_t until)
+{
+	DIR *d;
+	struct dirent *e;
+	int found = -1, dfd = dup(dir);
+
+	if (dfd < 0)
+		return -1;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -1;
+	}
+	while (found < 0 && (e = readdir(d)) && clock_now_ns() < until)
+		if (e->d_name[0] != '.' && holds_socket(dir, e->d_name, want))
+			found = atoi(e->d_name);
+	closedir(d);
+	return found;
+}
+
+/*
+ * A process that holds the socket inode open, looked for among the
+ * processes whose /proc entry belongs to owner (the dumpable ones of that
+ * user), then among those given to root (the ones that are not dumpable);
+ * until PEER_SCAN_MS have passed. Returns its pid with *fdnum, or 0.
+ */
+static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
+{
+	uint64_t until = clock_now_ns() + PEER_SCAN_MS * 1000000ull;
+	char want[40];
+	pid_t found = 0;
+
+	snprintf(want, sizeof(want), "socket:[%u]", (unsigned)inode);
+	for (int pass = 0; pass < 2 && !found; pass++) {
+		uid_t uid = pass == 0 ? owner : 0;
+		DIR *proc;
+		struct dirent *e;
+
+		if (pass == 1 && owner == 0)
+			break;
+		proc = opendir("/proc");
+		if (!proc)
+			return 0;
+		while (!found && (e = readdir(proc)) &&
+		       clock_now_ns() < until) {
+			char path[sizeof(e->d_name) + 4];
+			struct stat st;
+			int dir;
+
+			if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+			    fstatat(dirfd(proc), e->d_name, &st, 0) < 0 ||
+			    st.st_uid != uid)
+				continue;
+			snprintf(path, sizeof(path), "%s/fd", e->d_name);
+			dir = openat(dirfd(proc), path,
+				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dir < 0)
+				continue;
+			*fdnum = find_in_process(dir, want, until);
+			if (*fdnum >= 0)
+				found = (pid_t)atoi(e->d_name);
+			close(dir);
+		}
+		closedir(proc);
+	}
+	return found;
+}
+
+/*
+ * Proves who holds the client's socket s: a process that has it open
+ * and whose effective uid is its owner; its gid, groups and capabilities
+ * are the requester's. Reads the process's credentials, then checks that it
+ * still holds the socket (its pid was not reused meanwhile). 0, or -1
+ * when nothing proves it.
+ */
+static int prove_holder(const struct diag_sock *s, struct peer *p)
+{
+	char path[64], want[40];
+	uid_t euid;
+	gid_t egid;
+	pid_t pid;
+	int fdnum = -1, dir;
+	bool still;
+
+	/*
+	 * An orphan (its client closed it, no file holds it: inode 0) is
+	 * what the kernel reports as root's; so is any socket in a state
+	 * where no process can hold it.
+	 */
+	if (s->inode == 0 ||
+	    (s->state != TCP_ESTABLISHED_ && s->state != TCP_CLOSE_WAIT_ &&
+	     s->state != TCP_FIN_WAIT1_ && s->state != TCP_FIN_WAIT2_))
+		return -1;
+	pid = find_holder(s->inode, s->uid, &fdnum);
+	if (!pid ||
+	    status_creds(pid, &euid, &egid, &p->caps, p->groups, &p->ngroups) <
+		    0 ||
+	    euid != s->uid)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "socket:[%u]", (unsigned)s->inode);
+	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%d", fdnum);
+	still = holds_socket(dir, path, want);
+	close(dir);
+	if (!still)
+		return -1;
+	p->uid = euid;
+	p->gid = egid;
+	p->pid = pid;
+	return 0;
+}
+
 static int identify_tcp(int fd, struct peer *p)
 {
 	struct sockaddr_storage client = { 0 }, server = { 0 };
 	socklen_t clen = sizeof(client), slen = sizeof(server);
 	char host[INET6_ADDRSTRLEN] = "?";
+	struct diag_sock ds;
 
 	if (getpeername(fd, (struct sockaddr *)&client, &clen) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&server, &slen) < 0)
@@ -185,10 +406,14 @@ static int identify_tcp(int fd, struct peer *p)
 			  &((struct sockaddr_in6 *)&client)->sin6_addr, host,
 			  sizeof(host));
 	snprintf(p->key, sizeof(p->key), "address %s", host);
-	if (!loopback(&client) || diag_owner(&client, &server, &p->uid) < 0)
-		return 0; /* anonymous */
+	if (!loopback(&client) || diag_owner(&client, &server, &ds) < 0 ||
+	    prove_holder(&ds, p) < 0) {
+		/* anonymous: nothing of what was read counts */
+		p->caps = 0;
+		p->ngroups = 0;
+		return 0;
+	}
 	p->known = true;
-	groups_of_uid(p);
 	set_key_uid(p);
 	return 0;
 }
@@ -219,40 +444,4 @@ bool peer_in_group(const struct peer *p, gid_t g)
 		if (p->groups[i] == g)
 			return true;
 	return false;
-}
-
-int peer_process_uids(pid_t pid, uid_t uids[3], bool *dumpable)
-{
-	char path[64], buf[4096], *line;
-	unsigned long r, e, s;
-	struct stat st;
-	ssize_t n;
-	int fd;
-
-	/*
-	 * The file, not the directory: the kernel gives a process's /proc
-	 * files to root while it is not dumpable (the directory's owner
-	 * may still be the one it had when it was first looked up).
-	 */
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return -errno;
-	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return n < 0 ? -errno : -EINVAL;
-	buf[n] = '\0';
-	line = strstr(buf, "\nUid:");
-	if (!line || sscanf(line + 5, "%lu %lu %lu", &r, &e, &s) != 3)
-		return -EINVAL;
-	uids[0] = (uid_t)r;
-	uids[1] = (uid_t)e;
-	uids[2] = (uid_t)s;
-	*dumpable = st.st_uid == uids[1];
-	return 0;
 }

@@ -1,17 +1,24 @@
 /*
  * peer.h - who is asking: the identity of an HTTP client, from the kernel.
  *
- * Over the daemon's unix socket, SO_PEERCRED and SO_PEERGROUPS. Over TCP
- * from a loopback address, the owner of the client's own socket, which the
- * kernel's socket diagnostics (NETLINK_SOCK_DIAG) tell by the connection's
- * four addresses and ports, as `ss -e` shows it: a browser or a curl on
- * this host is its user. Anyone else (another host, a socket the kernel
- * will not attribute) is anonymous. Nothing a client says counts.
+ * Over the daemon's unix socket, SO_PEERCRED and SO_PEERGROUPS, and the
+ * effective capabilities of the process pinned by SO_PEERPIDFD. Over TCP
+ * from a loopback address, the process that holds the client's own
+ * socket: the kernel's socket diagnostics (NETLINK_SOCK_DIAG) name that
+ * socket by the connection's four addresses and ports, with its owner and
+ * inode, as `ss -e` shows it, and a process of that owner that has the
+ * inode open (/proc/PID/fd, as `ss -p` finds it) gives the groups and
+ * capabilities. A connection whose owner cannot be proven so (no inode:
+ * its client closed it and it is an orphan, which the kernel reports as
+ * root's; a state in which no process holds it; no process of its owner
+ * holds it) is anonymous, and so is anyone else (another host, a socket
+ * the kernel will not attribute). Nothing a client says counts.
  */
 #ifndef SWD_PEER_H
 #define SWD_PEER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define PEER_MAX_GROUPS 64
@@ -19,9 +26,10 @@
 struct peer {
 	bool known; /* uid (and groups) came from the kernel */
 	bool unix_socket;
-	uid_t uid;
-	gid_t gid;
-	pid_t pid; /* over the unix socket; 0 otherwise */
+	uid_t uid;     /* its effective uid */
+	gid_t gid;     /* its effective gid */
+	uint64_t caps; /* its effective capabilities; 0 when unknown */
+	pid_t pid;     /* the process, when known; 0 otherwise */
 	int ngroups;
 	gid_t groups[PEER_MAX_GROUPS];
 	char key[64]; /* "uid N", or the address of an anonymous one */
@@ -30,20 +38,13 @@ struct peer {
 /*
  * Identifies the client connected on fd (an accepted socket). Fills *out;
  * out->known is false for an anonymous client. Returns 0, or a negative
- * errno when fd is no socket at all. Blocks for a netlink round trip at
- * most (TCP).
+ * errno when fd is no socket at all. Blocks for a netlink round trip and
+ * a look through /proc at most (TCP), PEER_SCAN_MS in all.
  */
+#define PEER_SCAN_MS 300
 int peer_identify(int fd, struct peer *out);
 
 /* Whether p is in group g (its primary group or one of the others). */
 bool peer_in_group(const struct peer *p, gid_t g);
-
-/*
- * The kernel's view of process pid: its real, effective and saved uids,
- * and whether it is dumpable (its /proc entry then belongs to its
- * effective uid, else to root). Returns 0, or a negative errno when it
- * is gone or unreadable.
- */
-int peer_process_uids(pid_t pid, uid_t uids[3], bool *dumpable);
 
 #endif /* SWD_PEER_H */

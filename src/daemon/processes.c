@@ -63,42 +63,89 @@ static cJSON *one(struct registry *reg, pid_t pid, const struct procfs_proc *pp)
 	return o;
 }
 
-int processes_json(struct registry *reg, const struct access *a, cJSON **out)
+/*
+ * The user processes under /proc (kernel threads have no user stack:
+ * nothing to show), at most PROCESSES_SCAN_MAX: *pids and *pps malloc'd.
+ */
+#define PROCESSES_SCAN_MAX 65536
+static int list_processes(pid_t **pids, struct procfs_proc **pps, size_t *n)
 {
-	cJSON *doc = cJSON_CreateObject(), *arr;
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	size_t n = 0;
+	size_t cap = 0;
 
-	*out = NULL;
-	arr = doc ? cJSON_AddArrayToObject(doc, "processes") : NULL;
-	if (!arr || !d) {
-		if (d)
-			closedir(d);
-		cJSON_Delete(doc);
-		return -ENOMEM;
-	}
-	while ((e = readdir(d)) && n < PROCESSES_MAX) {
+	*pids = NULL;
+	*pps = NULL;
+	*n = 0;
+	if (!d)
+		return -errno;
+	while ((e = readdir(d)) && *n < PROCESSES_SCAN_MAX) {
 		struct procfs_proc pp;
 		pid_t pid;
-		cJSON *o;
 
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
 		pid = (pid_t)atoi(e->d_name);
-		/* Kernel threads have no user stack: nothing to show. */
 		if (procfs_read_proc(pid, &pp) != 0 ||
 		    (pp.flags & PROCFS_PF_KTHREAD))
 			continue;
-		if (!access_sees_pid(a, pid))
-			continue;
-		o = one(reg, pid, &pp);
-		if (o) {
-			cJSON_AddItemToArray(arr, o);
-			n++;
+		if (*n == cap) {
+			size_t c = cap ? 2 * cap : 256;
+			pid_t *p = realloc(*pids, c * sizeof(*p));
+			struct procfs_proc *q =
+				p ? realloc(*pps, c * sizeof(*q)) : NULL;
+
+			if (p)
+				*pids = p;
+			if (!q) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			*pps = q;
+			cap = c;
 		}
+		(*pids)[*n] = pid;
+		(*pps)[(*n)++] = pp;
 	}
 	closedir(d);
+	return 0;
+}
+
+int processes_json(struct registry *reg, const struct access *a, cJSON **out)
+{
+	cJSON *doc = cJSON_CreateObject(), *arr;
+	struct procfs_proc *pps = NULL;
+	pid_t *pids = NULL;
+	bool *ok = NULL;
+	size_t n = 0, shown = 0;
+	int rc;
+
+	*out = NULL;
+	arr = doc ? cJSON_AddArrayToObject(doc, "processes") : NULL;
+	rc = arr ? list_processes(&pids, &pps, &n) : -ENOMEM;
+	if (rc == 0) {
+		ok = calloc(n ? n : 1, sizeof(*ok));
+		rc = ok ? 0 : -ENOMEM;
+	}
+	if (rc < 0) {
+		free(pids);
+		free(pps);
+		cJSON_Delete(doc);
+		return -ENOMEM;
+	}
+	/* One question to the kernel for them all (access.h). */
+	access_sees_pids(a, pids, n, ok);
+	for (size_t i = 0; i < n && shown < PROCESSES_MAX; i++) {
+		cJSON *o = ok[i] ? one(reg, pids[i], &pps[i]) : NULL;
+
+		if (o) {
+			cJSON_AddItemToArray(arr, o);
+			shown++;
+		}
+	}
+	free(ok);
+	free(pids);
+	free(pps);
 	*out = doc;
 	return 0;
 }

@@ -1,12 +1,14 @@
 /*
- * ptracer.c - the snapshot helper and the daemon's side of it
- * (ptracer.h).
+ * ptracer.c - the daemon's side of the snapshot helper (ptracer.h):
+ * starting it, locking the daemon out of what only the helper may do,
+ * taking turns for snapshots, and the requests themselves (helper.c
+ * serves them).
  *
- * Requests go over a SOCK_SEQPACKET pair, one message each: the request
- * and, as SCM_RIGHTS, one end of a fresh stream socket that carries that
- * request's answer alone. A late, broken or abandoned answer therefore
- * never mixes with the next one: the daemon just closes its end, and the
- * helper skips a request whose asker is gone before it stops anything.
+ * Turns: the helper takes one snapshot of a user's process at a time, and
+ * one more for a requester with priority, so that root and the admin
+ * group never wait behind anyone's queue. Requesters without priority
+ * wait in one queue per uid, and the queues are served round-robin by
+ * uid: a user who asks for a hundred snapshots delays only their own.
  */
 #define _GNU_SOURCE
 #include "ptracer.h"
@@ -14,11 +16,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -32,29 +34,45 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cond.h"
+#include "gate.h"
 #include "log.h"
 #include "model/clock.h"
 #include "modfile.h"
+#include "ptracer_msg.h"
 #include "symbols/unwind.h"
 
-#define PTRACER_MAGIC 0x52545053u      /* "SPTR" */
-#define PTRACER_FD 3		       /* the helper's request socket */
-#define PTRACER_GRACE_NS 1000000000ull /* answer after the deadline */
-#define PTRACER_MAX_MS 60000
-
-struct request {
-	uint32_t magic;
-	int32_t pid;
-	uint64_t deadline_ns; /* CLOCK_MONOTONIC: the host's one clock */
-};
+#define SLOTS_ALL 2   /* snapshots in flight at once */
+#define SLOTS_USERS 1 /* of them, for requesters without priority */
 
 static int ctl_fd = -1;
 static pid_t helper_pid = -1;
 static _Atomic unsigned long nsnapshots;
 
+/* A request for a snapshot waiting for its turn. */
+struct turn {
+	struct asker who;
+	bool granted;
+	struct turn *next;
+};
+
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cond;
+static pthread_once_t turn_once = PTHREAD_ONCE_INIT;
+static struct turn *turns; /* waiting, oldest first */
+static unsigned busy_all, busy_users;
+static _Atomic unsigned nwaiting;
+static uid_t rr_last; /* the uid whose queue was served last */
+static bool rr_started;
+
 unsigned long ptracer_snapshots(void)
 {
 	return atomic_load(&nsnapshots);
+}
+
+unsigned ptracer_waiting(void)
+{
+	return atomic_load(&nwaiting);
 }
 
 pid_t ptracer_pid(void)
@@ -96,15 +114,37 @@ int ptracer_start(void)
 	return 0;
 }
 
+/*
+ * Drops CAP_SETUID and CAP_SETGID from the calling thread (and so from
+ * every thread it starts later): the helper alone takes other credentials.
+ */
+static void drop_setid_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3,
+						0 };
+	struct __user_cap_data_struct data[2];
+	const uint32_t mask = ~((1u << CAP_SETUID) | (1u << CAP_SETGID));
+
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return;
+	data[0].effective &= mask;
+	data[0].permitted &= mask;
+	data[0].inheritable &= mask;
+	if (syscall(SYS_capset, &hdr, data) != 0)
+		log_warn("cannot drop CAP_SETUID and CAP_SETGID: %s",
+			 strerror(errno));
+}
+
 int ptracer_lockdown(void)
 {
+	drop_setid_caps();
 #if defined(__SANITIZE_ADDRESS__)
 	return -ENOSYS;
 #elif defined(__x86_64__)
 	/*
 	 * What the helper holds and the daemon gives up: reading and writing
-	 * other processes, and the real-time priority the helper freezes
-	 * threads at (snapshot.c).
+	 * other processes, taking other credentials, and the real-time
+	 * priority the helper freezes threads at (snapshot.c).
 	 */
 	static const unsigned denied[] = {
 		__NR_ptrace,
@@ -114,6 +154,16 @@ int ptracer_lockdown(void)
 		__NR_sched_setattr,
 		__NR_sched_setparam,
 		__NR_setpriority,
+		__NR_setuid,
+		__NR_setgid,
+		__NR_setreuid,
+		__NR_setregid,
+		__NR_setresuid,
+		__NR_setresgid,
+		__NR_setfsuid,
+		__NR_setfsgid,
+		__NR_setgroups,
+		__NR_capset,
 	};
 	enum { NDENIED = sizeof(denied) / sizeof(denied[0]) };
 	struct sock_filter f[5 + NDENIED + 2];
@@ -175,13 +225,120 @@ void ptracer_stop(void)
 	}
 }
 
-/* Sends one request with fd attached. */
-static int send_request(const struct request *rq, int fd)
+static void turn_init(void)
+{
+	cond_init_monotonic(&turn_cond);
+}
+
+/*
+ * The next turn of a requester without priority (under turn_lock): the
+ * oldest of the uid that follows rr_last among those waiting, wrapping
+ * around. NULL when none waits.
+ */
+static struct turn *next_user_turn(void)
+{
+	struct turn *after = NULL, *lowest = NULL;
+
+	for (struct turn *t = turns; t; t = t->next) {
+		uid_t u = t->who.uid;
+
+		if (t->who.priority)
+			continue;
+		if (rr_started && u > rr_last && (!after || u < after->who.uid))
+			after = t;
+		if (!lowest || u < lowest->who.uid)
+			lowest = t;
+	}
+	return after ? after : lowest;
+}
+
+/* Unlinks t from the waiting list (under turn_lock). */
+static void unlink_turn(struct turn *t)
+{
+	for (struct turn **pp = &turns; *pp; pp = &(*pp)->next) {
+		if (*pp == t) {
+			*pp = t->next;
+			atomic_fetch_sub(&nwaiting, 1);
+			return;
+		}
+	}
+}
+
+/* Gives free slots to waiting turns (under turn_lock). */
+static void grant(void)
+{
+	while (busy_all < SLOTS_ALL) {
+		struct turn *pick = NULL;
+
+		for (struct turn *t = turns; t && !pick; t = t->next)
+			if (t->who.priority)
+				pick = t;
+		if (!pick && busy_users < SLOTS_USERS) {
+			pick = next_user_turn();
+			if (pick) {
+				rr_last = pick->who.uid;
+				rr_started = true;
+			}
+		}
+		if (!pick)
+			return;
+		unlink_turn(pick);
+		pick->granted = true;
+		busy_all++;
+		busy_users += !pick->who.priority;
+		pthread_cond_broadcast(&turn_cond);
+	}
+}
+
+/*
+ * Waits for who's turn until deadline_ns (CLOCK_MONOTONIC). 0 once it is
+ * granted (end it with end_turn()), -ETIMEDOUT otherwise.
+ */
+static int take_turn(const struct asker *who, uint64_t deadline_ns)
+{
+	struct turn me = { .who = *who };
+	struct timespec ts = { .tv_sec = (time_t)(deadline_ns / 1000000000ull),
+			       .tv_nsec = (long)(deadline_ns % 1000000000ull) };
+	struct turn **pp;
+
+	pthread_once(&turn_once, turn_init);
+	pthread_mutex_lock(&turn_lock);
+	for (pp = &turns; *pp; pp = &(*pp)->next)
+		;
+	*pp = &me;
+	atomic_fetch_add(&nwaiting, 1);
+	grant();
+	while (!me.granted) {
+		if (pthread_cond_timedwait(&turn_cond, &turn_lock, &ts) ==
+			    ETIMEDOUT &&
+		    !me.granted) {
+			unlink_turn(&me);
+			pthread_mutex_unlock(&turn_lock);
+			return -ETIMEDOUT;
+		}
+	}
+	pthread_mutex_unlock(&turn_lock);
+	return 0;
+}
+
+static void end_turn(const struct asker *who)
+{
+	pthread_mutex_lock(&turn_lock);
+	busy_all--;
+	busy_users -= !who->priority;
+	grant();
+	pthread_mutex_unlock(&turn_lock);
+}
+
+/* Sends one request (hdr, then len bytes of body) with fd attached. */
+static int send_request(const struct request *rq, const void *body, size_t len,
+			int fd)
 {
 	char ctrl[CMSG_SPACE(sizeof(int))];
-	struct iovec io = { (void *)rq, sizeof(*rq) };
-	struct msghdr mh = { .msg_iov = &io,
-			     .msg_iovlen = 1,
+	struct iovec io[2] = { { (void *)rq, sizeof(*rq) },
+			       { (void *)body, len } };
+	struct msghdr mh = { .msg_iov = io,
+			     .msg_iovlen = len ? 2 : 1,
 			     .msg_control = ctrl,
 			     .msg_controllen = sizeof(ctrl) };
 	struct cmsghdr *c;
@@ -195,7 +352,7 @@ static int send_request(const struct request *rq, int fd)
 	for (;;) {
 		ssize_t n = sendmsg(ctl_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 
-		if (n == (ssize_t)sizeof(*rq))
+		if (n == (ssize_t)(sizeof(*rq) + len))
 			return 0;
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -213,13 +370,46 @@ static int open_mapped(void *arg, uint64_t start, const char *path)
 	return modfile_open(arg, &m);
 }
 
-int ptracer_dump(pid_t pid, int pidfd, int timeout_ms, struct sw_dump **out,
-		 pid_t *tracer)
+/* The helper's snapshot of pid, taken in who's turn, into *out. */
+static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
+		    struct snap **out)
 {
-	struct request rq = { .magic = PTRACER_MAGIC, .pid = pid };
+	struct request rq = { .magic = PTRACER_MAGIC,
+			      .kind = REQ_SNAPSHOT,
+			      .pid = pid,
+			      .deadline_ns = deadline_ns };
+	uint64_t now;
+	int sv[2], rc;
+
+	rc = take_turn(who, deadline_ns);
+	if (rc < 0)
+		return rc;
+	now = clock_now_ns();
+	gate_hold(pid, "ptrace", who->uid,
+		  now < deadline_ns ? (int)((deadline_ns - now) / 1000000u)
+				    : 0);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = send_request(&rq, NULL, 0, sv[1]);
+	close(sv[1]);
+	if (rc == 0)
+		rc = snap_read(sv[0], deadline_ns + PTRACER_GRACE_NS, out);
+	close(sv[0]);
+	if (rc == -EPIPE) /* the helper gave up on it: past the deadline */
+		rc = -ETIMEDOUT;
+out:
+	end_turn(who);
+	return rc;
+}
+
+int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
+		 struct sw_dump **out, pid_t *tracer)
+{
 	struct snap *s = NULL;
 	struct modfile_maps mm;
-	int sv[2], rc;
+	int rc;
 
 	*out = NULL;
 	*tracer = 0;
@@ -227,16 +417,8 @@ int ptracer_dump(pid_t pid, int pidfd, int timeout_ms, struct sw_dump **out,
 		return PTRACER_EGONE;
 	if (timeout_ms < 1 || timeout_ms > PTRACER_MAX_MS)
 		return -EINVAL;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
-	rq.deadline_ns = clock_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-	rc = send_request(&rq, sv[1]);
-	close(sv[1]);
-	if (rc == 0)
-		rc = snap_read(sv[0], rq.deadline_ns + PTRACER_GRACE_NS, &s);
-	close(sv[0]);
-	if (rc == -EPIPE) /* the helper gave up on it: past the deadline */
-		rc = -ETIMEDOUT;
+	rc = snapshot(pid, who,
+		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, &s);
 	if (rc == SNAP_ETRACED && s)
 		*tracer = s->tracer;
 	if (rc != 0) {
@@ -257,162 +439,83 @@ int ptracer_dump(pid_t pid, int pidfd, int timeout_ms, struct sw_dump **out,
 	return rc;
 }
 
-/* The helper's side. */
-
-static int recv_request(int fd, struct request *rq, int *answer_fd)
+/* Reads exactly n bytes from fd before deadline_ns. 0 or -errno. */
+static int read_exactly(int fd, void *buf, size_t n, uint64_t deadline_ns)
 {
-	char ctrl[CMSG_SPACE(sizeof(int)) * 4];
-	struct iovec io = { rq, sizeof(*rq) };
-	struct msghdr mh = { .msg_iov = &io,
-			     .msg_iovlen = 1,
-			     .msg_control = ctrl,
-			     .msg_controllen = sizeof(ctrl) };
-	ssize_t n;
+	uint8_t *p = buf;
 
-	*answer_fd = -1;
-	do
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return -1; /* the daemon is gone */
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
-	     c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+	while (n > 0) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		uint64_t now = clock_now_ns();
+		ssize_t r;
+
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		r = poll(&pf, 1, (int)((deadline_ns - now) / 1000000u) + 1);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r <= 0)
 			continue;
-		for (size_t k = 0;
-		     k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(c) + k * sizeof(int),
-			       sizeof(int));
-			if (*answer_fd < 0)
-				*answer_fd = got;
-			else
-				close(got);
-		}
+		r = read(fd, p, n);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EPIPE;
+		p += r;
+		n -= (size_t)r;
 	}
-	if (n != (ssize_t)sizeof(*rq) || (mh.msg_flags & MSG_CTRUNC) ||
-	    rq->magic != PTRACER_MAGIC || rq->pid <= 0 || *answer_fd < 0) {
-		if (*answer_fd >= 0)
-			close(*answer_fd);
-		*answer_fd = -1;
-		return 0; /* malformed: skipped */
-	}
-	return 1;
+	return 0;
 }
 
-/* Whether the asker still waits on the other end of fd. */
-static bool asker_waits(int fd)
+#define CHECK_TIMEOUT_NS 2000000000ull
+
+int ptracer_check(const struct ptracer_cred *cred,
+		  const struct ptracer_task *tasks, size_t n, bool *ok)
 {
-	struct pollfd p = { .fd = fd, .events = 0 };
+	struct request rq = { .magic = PTRACER_MAGIC,
+			      .kind = REQ_CHECK,
+			      .n = (uint32_t)n,
+			      .uid = cred->uid,
+			      .gid = cred->gid,
+			      .caps = cred->caps };
+	struct request_task *body;
+	uint8_t *answer;
+	int sv[2], rc;
 
-	return poll(&p, 1, 0) == 0 || !(p.revents & (POLLHUP | POLLERR));
-}
-
-/* One request, in a child that exits when done (releasing any tracee). */
-static void serve(int ctl, const struct request *rq, int answer_fd)
-{
-	uint64_t now = clock_now_ns();
-	pid_t self = getpid(), w;
-	sigset_t chld;
-
-	if (now >= rq->deadline_ns || !asker_waits(answer_fd))
-		return;
-	w = fork();
-	if (w < 0) {
-		snap_write(answer_fd, -errno, NULL);
-		return;
-	}
-	if (w == 0) {
-		struct snap *s = NULL;
-		uint64_t left_ms = (rq->deadline_ns - now) / 1000000ull;
-		int r;
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != self)
-			_exit(1);
-		close(ctl);
-		if (left_ms < 1)
-			left_ms = 1;
-		if (left_ms > PTRACER_MAX_MS)
-			left_ms = PTRACER_MAX_MS;
-		r = snap_take(rq->pid, (int)left_ms, &s);
-		snap_write(answer_fd, r, s);
-		_exit(0);
-	}
-	/* Bounded: the child's deadline, a grace, then SIGKILL. */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	for (;;) {
-		int st;
-		uint64_t t = clock_now_ns(),
-			 until = rq->deadline_ns + PTRACER_GRACE_NS;
-		struct timespec ts;
-
-		if (waitpid(w, &st, WNOHANG) == w)
-			return;
-		if (t >= until) {
-			kill(w, SIGKILL);
-			waitpid(w, &st, 0);
-			return;
-		}
-		ts.tv_sec = (time_t)((until - t) / 1000000000ull);
-		ts.tv_nsec = (long)((until - t) % 1000000000ull);
-		sigtimedwait(&chld, NULL, &ts);
-	}
-}
-
-/*
- * Says once, at start, when snapshots cannot run at real-time priority
- * (snapshot.c): pauses then also hold whatever else the CPU runs.
- */
-static void warn_priority(void)
-{
-	struct sched_param rt = { .sched_priority = 1 }, normal = { 0 };
-
-	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0) {
-		sched_setscheduler(0, SCHED_OTHER, &normal);
-		return;
-	}
-	log_warn("snapshots run at normal priority (%s: CAP_SYS_NICE or "
-		 "RLIMIT_RTPRIO needed); a busy CPU lengthens each thread's "
-		 "pause",
-		 strerror(errno));
-}
-
-int ptracer_main(int fd)
-{
-	int type = 0;
-	socklen_t len = sizeof(type);
-	sigset_t chld;
-
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	prctl(PR_SET_NAME, "sw-ptrace");
-	/* The daemon died before we could follow it: nothing to serve. */
-	if (getppid() == 1)
+	for (size_t i = 0; i < n; i++)
+		ok[i] = false;
+	if (ctl_fd < 0)
+		return PTRACER_EGONE;
+	if (n == 0)
 		return 0;
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
-	    type != SOCK_SEQPACKET) {
-		fprintf(stderr, "stackwatchd: --snapshot-helper is started by "
-				"stackwatchd itself\n");
-		return 2;
+	if (n > PTRACER_CHECK_MAX)
+		return -E2BIG;
+	body = calloc(n, sizeof(*body));
+	answer = malloc(n);
+	if (!body || !answer) {
+		free(body);
+		free(answer);
+		return -ENOMEM;
 	}
-	warn_priority();
-	signal(SIGPIPE, SIG_IGN);
-	signal(SIGINT, SIG_IGN); /* a ^C of the daemon is the daemon's */
-	signal(SIGTERM, SIG_IGN);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, NULL);
-	for (;;) {
-		struct request rq = { 0 };
-		int answer_fd, r = recv_request(fd, &rq, &answer_fd);
-
-		if (r < 0)
-			return 0;
-		if (r == 0)
-			continue;
-		serve(fd, &rq, answer_fd);
-		close(answer_fd);
+	for (size_t i = 0; i < n; i++) {
+		body[i].pid = tasks[i].pid;
+		body[i].tid = tasks[i].tid;
 	}
+	rq.deadline_ns = clock_now_ns() + CHECK_TIMEOUT_NS;
+	rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ? -errno
+									: 0;
+	if (rc == 0) {
+		rc = send_request(&rq, body, n * sizeof(*body), sv[1]);
+		close(sv[1]);
+		if (rc == 0)
+			rc = read_exactly(sv[0], answer, n, rq.deadline_ns);
+		close(sv[0]);
+	}
+	if (rc == -EPIPE)
+		rc = PTRACER_EGONE;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		ok[i] = answer[i] == 1;
+	free(body);
+	free(answer);
+	return rc;
 }

@@ -12,8 +12,9 @@
  * authorized, a deadline, and a fresh socket for the answer), takes each
  * snapshot in a short-lived child of its own, so that every tracee is
  * released when that child exits whatever happened, and answers raw
- * copies only (snapshot.h's bytes). It parses nothing else, and it dies
- * with the daemon.
+ * copies only (snapshot.h's bytes). It also answers the access check of
+ * ptracer_check(), under the requester's credentials, which only it may
+ * take. It parses nothing else, and it dies with the daemon.
  */
 #ifndef SWD_PTRACER_H
 #define SWD_PTRACER_H
@@ -28,6 +29,37 @@
 #define PTRACER_EGONE (-21201)
 
 /*
+ * Whom a read is for. Snapshots are shared out among requesters: those
+ * with priority (root, the admin group, the token) take a slot of their
+ * own and never wait behind anyone's queue; everybody else waits in a
+ * queue per uid, served round-robin by uid, one snapshot at a time. The
+ * daemon's own sampling of a process goes in its owner's queue.
+ */
+struct asker {
+	uid_t uid;
+	bool priority;
+};
+
+/*
+ * A requester's credentials as the kernel's ptrace read rule weighs them
+ * (PTRACE_MODE_READ_FSCREDS): its effective (file system) uid and gid
+ * and its effective capabilities.
+ */
+struct ptracer_cred {
+	uid_t uid;
+	gid_t gid;
+	uint64_t caps;
+};
+
+/* A process to check, and the thread of it to check it by. */
+struct ptracer_task {
+	pid_t pid;
+	pid_t tid;
+};
+
+#define PTRACER_CHECK_MAX 4096 /* tasks in one ptracer_check() */
+
+/*
  * Starts the helper from the daemon's own executable. Call it before any
  * thread is started. Returns 0 or a negative errno (the daemon then runs
  * without snapshots and says so).
@@ -35,10 +67,12 @@
 int ptracer_start(void);
 
 /*
- * Forbids the calling process ptrace and the process_vm_* calls from now
- * on (every thread, present and future). Returns 0 or a negative errno.
- * Builds with AddressSanitizer skip it: its leak checker ptraces the
- * process at exit.
+ * Forbids the calling process ptrace, the process_vm_* calls and every
+ * change of its credentials from now on (every thread, present and
+ * future), and drops CAP_SETUID and CAP_SETGID: only the helper reads
+ * other processes or takes a requester's credentials. Returns 0 or a
+ * negative errno. Builds with AddressSanitizer skip the filter: its leak
+ * checker ptraces the process at exit.
  */
 int ptracer_lockdown(void);
 
@@ -46,20 +80,38 @@ int ptracer_lockdown(void);
 void ptracer_stop(void);
 
 /*
- * A snapshot of pid through the helper within timeout_ms, unwound here
+ * A snapshot of pid through the helper within timeout_ms, for who (see
+ * struct asker: the wait for a turn counts in timeout_ms), unwound here
  * (unwind.h) into a raw dump with method "ptrace" (*out). pidfd pins the
  * process: module files are opened from its own mappings. Returns 0, a
  * snapshot error (SNAP_E*, -ESRCH, -EPERM), -ETIMEDOUT, or
  * PTRACER_EGONE; *tracer gets the tracer's pid with SNAP_ETRACED.
  */
-int ptracer_dump(pid_t pid, int pidfd, int timeout_ms, struct sw_dump **out,
-		 pid_t *tracer);
+int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
+		 struct sw_dump **out, pid_t *tracer);
+
+/*
+ * Asks the kernel whether a process with credentials cred may read each
+ * of tasks (n of them, at most PTRACER_CHECK_MAX): the helper takes those
+ * credentials and reads each task's /proc/PID/task/TID/ns/mnt link, which
+ * the kernel allows exactly under its ptrace read rule (uids and gids,
+ * capabilities, dumpable, namespaces, security modules). ok[i] is set for
+ * each task it may read. Returns 0, PTRACER_EGONE when there is no
+ * helper, -ETIMEDOUT, or another negative errno; then nothing is allowed.
+ * Blocks for one round trip to the helper.
+ */
+int ptracer_check(const struct ptracer_cred *cred,
+		  const struct ptracer_task *tasks, size_t n, bool *ok);
 
 /* The helper's side: serves requests on fd until it closes. Exits. */
 int ptracer_main(int fd);
 
-/* Snapshots answered by the helper since start, and the helper's pid. */
+/*
+ * Snapshots answered by the helper since start, snapshot requests
+ * waiting for their turn now, and the helper's pid.
+ */
 unsigned long ptracer_snapshots(void);
+unsigned ptracer_waiting(void);
 pid_t ptracer_pid(void);
 
 #endif /* SWD_PTRACER_H */

@@ -22,6 +22,7 @@
 #include "model/clock.h"
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
+#include "gate.h"
 #include "log.h"
 #include "nspid.h"
 #include "ptracer.h"
@@ -85,11 +86,14 @@ struct registry {
  */
 static _Atomic int max_targets_per_user = 256;
 static _Atomic int max_dump_addresses = 1 << 20;
+static _Atomic int max_ptraced_per_user = 16;
 
 void registry_set_limits(const struct registry_limits *l)
 {
 	atomic_store(&max_targets_per_user, l->max_targets_per_user);
 	atomic_store(&max_dump_addresses, l->max_dump_addresses);
+	if (l->max_ptraced_per_user > 0)
+		atomic_store(&max_ptraced_per_user, l->max_ptraced_per_user);
 }
 
 static uint64_t now_ms(void)
@@ -360,6 +364,7 @@ static void register_agent(struct registry *r, struct pending *p,
 {
 	struct epoll_event ev = { .events = EPOLLRDHUP };
 	struct target *t;
+	struct procid id;
 	uint64_t start = 0;
 	int fd = p->fd, rc;
 
@@ -368,8 +373,8 @@ static void register_agent(struct registry *r, struct pending *p,
 	 * start time under its pid), is refused: its pid may belong to
 	 * another process by now, which this agent must never speak for.
 	 */
-	if (!pinned_alive(p->pidfd) || procfs_start_time(p->pid, &start) ||
-	    start != p->start) {
+	if (procid_read(p->pid, &id) < 0 || !pinned_alive(p->pidfd) ||
+	    procfs_start_time(p->pid, &start) || start != p->start) {
 		log_notice(
 			"refusing pid %d: the process that connected is gone",
 			(int)p->pid);
@@ -381,6 +386,7 @@ static void register_agent(struct registry *r, struct pending *p,
 		close_pending(r, p);
 		return;
 	}
+	t->id = id;
 	/* Hand the fd over from the pending entry to the target. */
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 	p->fd = -1;
@@ -698,26 +704,99 @@ void registry_keep_ptraced(struct registry *r, bool keep)
 	atomic_store(&r->keep_ptraced, keep);
 }
 
-/* The oldest unasked ptrace entry (under r->lock), or NULL. */
-static struct target *oldest_ptraced(struct registry *r)
+/*
+ * The least recently asked live ptrace entry (under r->lock): of the
+ * requests of uid without priority when mine, of any request without
+ * priority when users, else of anyone. NULL when there is none.
+ */
+enum lru_of { LRU_MINE, LRU_USERS, LRU_ANY };
+
+static struct target *lru_ptraced(struct registry *r, enum lru_of of, uid_t uid)
 {
 	struct target *old = NULL;
 
-	for (struct target *t = r->targets; t; t = t->next)
-		if (t->ptrace &&
-		    (!old || atomic_load(&t->last_used_ms) <
-				     atomic_load(&old->last_used_ms)))
+	for (struct target *t = r->targets; t; t = t->next) {
+		if (!t->ptrace || atomic_load(&t->dead))
+			continue;
+		if (of != LRU_ANY && t->opener_priority)
+			continue;
+		if (of == LRU_MINE && t->opener != uid)
+			continue;
+		if (!old || atomic_load(&t->last_used_ms) <
+				    atomic_load(&old->last_used_ms))
 			old = t;
+	}
 	return old;
 }
 
-struct target *registry_get_process(struct registry *r, pid_t pid, int *err)
+/* Live ptrace entries made for uid without priority, or for any (under
+ * r->lock). */
+static size_t count_ptraced(struct registry *r, bool any_user, uid_t uid)
+{
+	size_t n = 0;
+
+	for (struct target *t = r->targets; t; t = t->next)
+		n += t->ptrace && !atomic_load(&t->dead) &&
+		     !t->opener_priority && (any_user || t->opener == uid);
+	return n;
+}
+
+size_t registry_count_ptraced(struct registry *r, uid_t uid)
+{
+	size_t n;
+
+	pthread_mutex_lock(&r->lock);
+	n = count_ptraced(r, false, uid);
+	pthread_mutex_unlock(&r->lock);
+	return n;
+}
+
+/*
+ * Makes room for one more ptrace entry for who (under r->lock): a user at
+ * their quota gives up their own least recently asked entry, users
+ * together leave the reserve to requesters with priority, who may take
+ * the least recently asked of anyone's. 0, or -ENOSPC.
+ */
+static int make_room(struct registry *r, const struct asker *who)
+{
+	struct target *old;
+
+	for (struct target *t = r->targets, *next; t; t = next) {
+		next = t->next;
+		if (t->ptrace && atomic_load(&t->dead))
+			unlink_target(r, t);
+	}
+	if (!who->priority) {
+		if (count_ptraced(r, false, who->uid) >=
+		    (size_t)atomic_load(&max_ptraced_per_user)) {
+			old = lru_ptraced(r, LRU_MINE, who->uid);
+			if (old)
+				unlink_target(r, old);
+		}
+		if (count_ptraced(r, true, 0) >=
+		    REGISTRY_MAX_PTRACED - REGISTRY_PTRACED_RESERVE) {
+			old = lru_ptraced(r, LRU_USERS, 0);
+			if (old)
+				unlink_target(r, old);
+		}
+	}
+	while (r->nptraced >= REGISTRY_MAX_PTRACED) {
+		old = lru_ptraced(r, who->priority ? LRU_ANY : LRU_USERS, 0);
+		if (!old)
+			return -ENOSPC;
+		unlink_target(r, old);
+	}
+	return 0;
+}
+
+struct target *registry_get_process(struct registry *r, pid_t pid,
+				    const struct asker *who, int *err)
 {
 	struct epoll_event xev = { .events = EPOLLIN };
 	struct target *t, *o;
 	char path[64];
 	uid_t uid;
-	int pidfd;
+	int pidfd, rc;
 
 	*err = 0;
 	t = registry_get(r, pid);
@@ -743,12 +822,19 @@ struct target *registry_get_process(struct registry *r, pid_t pid, int *err)
 	t->pidfd = pidfd;
 	t->pidfd_kind = KIND_EXIT;
 	t->signo = 0;
+	t->opener = who->uid;
+	t->opener_priority = who->priority;
 	atomic_store(&t->last_used_ms, now_ms());
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
 	if (procfs_read_at(AT_FDCWD, path, t->comm, sizeof(t->comm)) > 0)
 		t->comm[strcspn(t->comm, "\n")] = '\0';
 	if (procfs_read_cmdline(pid, &t->cmdline) != 0)
 		t->cmdline = strdup("");
+	if (procid_read(pid, &t->id) < 0) {
+		target_put(t);
+		*err = -ESRCH;
+		return NULL;
+	}
 	pthread_mutex_lock(&r->lock);
 	/* Another request may have made it meanwhile. */
 	o = find_locked(r, pid);
@@ -757,16 +843,12 @@ struct target *registry_get_process(struct registry *r, pid_t pid, int *err)
 		target_put(t);
 		return o;
 	}
-	if (r->nptraced >= REGISTRY_MAX_PTRACED) {
-		struct target *old = oldest_ptraced(r);
-
-		if (!old || atomic_load(&r->keep_ptraced)) {
-			pthread_mutex_unlock(&r->lock);
-			target_put(t);
-			*err = -ENOSPC;
-			return NULL;
-		}
-		unlink_target(r, old);
+	rc = make_room(r, who);
+	if (rc < 0) {
+		pthread_mutex_unlock(&r->lock);
+		target_put(t);
+		*err = rc;
+		return NULL;
 	}
 	xev.data.ptr = &t->pidfd_kind;
 	if (!t->cmdline ||
@@ -790,18 +872,21 @@ struct target *registry_get_process(struct registry *r, pid_t pid, int *err)
 	return t;
 }
 
-/* Forgets ptrace entries nobody asked for in a while. */
+/*
+ * Forgets ptrace entries nobody asked for in a while (longer with
+ * --sample-ptrace), and entries whose process changed.
+ */
 static void expire_ptraced(struct registry *r)
 {
-	uint64_t now = now_ms();
+	uint64_t now = now_ms(), idle = atomic_load(&r->keep_ptraced)
+						? REGISTRY_PTRACE_KEEP_MS
+						: REGISTRY_PTRACE_IDLE_MS;
 
-	if (atomic_load(&r->keep_ptraced))
-		return;
 	pthread_mutex_lock(&r->lock);
 	for (struct target *t = r->targets, *next; t; t = next) {
 		next = t->next;
-		if (t->ptrace && now - atomic_load(&t->last_used_ms) >
-					 REGISTRY_PTRACE_IDLE_MS)
+		if (t->ptrace && (atomic_load(&t->dead) ||
+				  now - atomic_load(&t->last_used_ms) > idle))
 			unlink_target(r, t);
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -1089,15 +1174,15 @@ static size_t dump_addresses(const struct sw_dump *d)
 }
 
 /* A process without the agent: a snapshot through the helper. */
-static int dump_ptrace(struct target *t, int timeout_ms, struct sw_dump **out)
+static int dump_ptrace(struct target *t, const struct asker *who,
+		       int timeout_ms, struct sw_dump **out)
 {
 	pid_t tracer = 0;
 	int rc;
 
-	atomic_store(&t->last_used_ms, now_ms());
 	/* One snapshot of a process at a time. */
 	pthread_mutex_lock(&t->io_lock);
-	rc = ptracer_dump(t->pid, t->pidfd, timeout_ms, out, &tracer);
+	rc = ptracer_dump(t->pid, t->pidfd, who, timeout_ms, out, &tracer);
 	pthread_mutex_unlock(&t->io_lock);
 	if (rc == 0 && !target_alive(t)) {
 		sw_dump_free(*out);
@@ -1111,7 +1196,35 @@ static int dump_ptrace(struct target *t, int timeout_ms, struct sw_dump **out)
 	return rc;
 }
 
-int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
+int target_unchanged(struct target *t, struct procid *now)
+{
+	struct procid id;
+	int rc;
+
+	if (t->self)
+		return 0;
+	if (!now)
+		now = &id;
+	rc = procid_read(t->pid, now);
+	if (rc < 0 || !target_alive(t))
+		return -ECONNRESET;
+	if (procid_same(now, &t->id))
+		return 0;
+	if (!atomic_exchange(&t->dead, true)) {
+		log_info("pid %d (%s) runs another program or has other "
+			 "credentials now: forgotten",
+			 (int)t->pid, t->comm);
+		/* An agent's connection: the listener drops it on the hangup.
+		 */
+		if (t->fd >= 0)
+			shutdown(t->fd, SHUT_RDWR);
+	}
+	return REGISTRY_ECHANGED;
+}
+
+/* An agent's process: a request over its connection. */
+static int dump_agent(struct target *t, const struct asker *who, int timeout_ms,
+		      struct sw_dump **out)
 {
 	struct wire_dump_req req = { .timeout_ms = (uint32_t)timeout_ms,
 				     .window = SW_DEFAULT_WINDOW };
@@ -1119,14 +1232,8 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 	uint64_t deadline;
 	int rc;
 
-	*out = NULL;
-	if (t->self)
-		return dump_self(timeout_ms, out);
-	if (!target_alive(t))
-		return -ECONNRESET;
-	if (t->ptrace)
-		return dump_ptrace(t, timeout_ms, out);
 	pthread_mutex_lock(&t->io_lock);
+	gate_hold(t->pid, "agent", who->uid, timeout_ms);
 	deadline = now_ms() + (uint64_t)timeout_ms + GRACE_MS;
 	wire_out_init(&o);
 	rc = wire_encode_dump_req(&o, ++t->seq, &req);
@@ -1165,5 +1272,35 @@ int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out)
 		t->rx_cap = 0;
 	}
 	pthread_mutex_unlock(&t->io_lock);
+	return rc;
+}
+
+int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
+		    struct sw_dump **out)
+{
+	int rc;
+
+	*out = NULL;
+	if (t->self)
+		return dump_self(timeout_ms, out);
+	if (!target_alive(t))
+		return -ECONNRESET;
+	/*
+	 * The process must be the one the requester was allowed to see
+	 * before the read and still after it, whatever the method: a
+	 * set-uid exec in between would show a process that nobody but
+	 * root may read.
+	 */
+	rc = target_unchanged(t, NULL);
+	if (rc < 0)
+		return rc;
+	rc = t->ptrace ? dump_ptrace(t, who, timeout_ms, out)
+		       : dump_agent(t, who, timeout_ms, out);
+	if (rc == 0)
+		rc = target_unchanged(t, NULL);
+	if (rc < 0) {
+		sw_dump_free(*out);
+		*out = NULL;
+	}
 	return rc;
 }

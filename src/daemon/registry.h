@@ -20,6 +20,8 @@
 #include <time.h>
 
 #include "model/dump.h"
+#include "procid.h"
+#include "ptracer.h"
 
 #define REGISTRY_MAX_TARGETS 4096
 #define REGISTRY_MAX_PENDING 256 /* connections that have not said HELLO */
@@ -34,7 +36,10 @@ struct target {
 	bool self;	   /* the daemon itself: dumped in-process */
 	bool ptrace;	   /* no agent: dumped by ptrace snapshots */
 	_Atomic uint64_t last_used_ms; /* ptrace: last asked for (monotonic) */
-	bool foreign_ns; /* in another pid namespace: tids translated */
+	uid_t opener;	      /* ptrace: whose request made the entry */
+	bool opener_priority; /* ... with priority (root, the admin group) */
+	struct procid id;     /* what the process was when it was first met */
+	bool foreign_ns;      /* in another pid namespace: tids translated */
 	char comm[SW_COMM_MAX];
 	char *cmdline;
 	struct timespec registered_at; /* CLOCK_REALTIME */
@@ -96,19 +101,32 @@ struct target *registry_get(struct registry *r, pid_t pid);
 
 /*
  * registry_get(), or else a new entry for pid as a process without the
- * agent, dumped by ptrace snapshots (t->ptrace), pinned by a pidfd. Such
- * entries are listed nowhere (registry_list() is the agents'), leave when
- * their process exits, and are forgotten after REGISTRY_PTRACE_IDLE_MS
- * unasked unless registry_keep_ptraced(). NULL with *err: -ESRCH no such
- * process, -ENOSPC too many, -ENOMEM. The caller has checked that the
- * requester may see pid.
+ * agent, dumped by ptrace snapshots (t->ptrace), pinned by a pidfd, made
+ * for who. Such entries are listed nowhere (registry_list() is the
+ * agents'), leave when their process exits, and are forgotten after
+ * REGISTRY_PTRACE_IDLE_MS unasked, or REGISTRY_PTRACE_KEEP_MS with
+ * registry_keep_ptraced(). One requester without priority keeps at most
+ * max_ptraced_per_user of them (registry_set_limits()): one more replaces
+ * their own least recently asked; all of them together leave
+ * REGISTRY_PTRACED_RESERVE entries to requesters with priority, who may
+ * replace anyone's least recently asked. NULL with *err: -ESRCH no such
+ * process, -ENOMEM. The caller has checked that who may see pid.
  */
 #define REGISTRY_PTRACE_IDLE_MS 60000
+#define REGISTRY_PTRACE_KEEP_MS (10 * 60000)
 #define REGISTRY_MAX_PTRACED 1024
-struct target *registry_get_process(struct registry *r, pid_t pid, int *err);
+#define REGISTRY_PTRACED_RESERVE 64
+struct target *registry_get_process(struct registry *r, pid_t pid,
+				    const struct asker *who, int *err);
 
-/* Keep ptrace entries while their process lives (--sample-ptrace). */
+/*
+ * Keep ptrace entries while their process lives and someone asked for it
+ * within REGISTRY_PTRACE_KEEP_MS (--sample-ptrace).
+ */
 void registry_keep_ptraced(struct registry *r, bool keep);
+
+/* The ptrace entries that uid's requests keep now. */
+size_t registry_count_ptraced(struct registry *r, uid_t uid);
 
 /*
  * Every live agent target, each with a reference, sorted by pid. *out is
@@ -129,13 +147,19 @@ size_t registry_count_uid(struct registry *r, uid_t uid);
 struct registry_limits {
 	int max_targets_per_user; /* more registrations are refused */
 	int max_dump_addresses;	  /* a dump with more is refused */
+	int max_ptraced_per_user; /* ptrace entries a requester keeps */
 };
 
-/* Sets the limits for every registry (defaults: 256, 1048576). */
+/* Sets the limits for every registry (defaults: 256, 1048576, 16). */
 void registry_set_limits(const struct registry_limits *l);
 
 /* A dump of more addresses than max_dump_addresses allows. */
 #define REGISTRY_EADDRS (-21001)
+/*
+ * The process ran another program or changed its credentials since it
+ * became a target (procid.h): the target is forgotten.
+ */
+#define REGISTRY_ECHANGED (-21003)
 
 void target_get(struct target *t);
 void target_put(struct target *t);
@@ -144,12 +168,24 @@ void target_put(struct target *t);
 bool target_alive(const struct target *t);
 
 /*
- * Asks t for a raw dump with a deadline of timeout_ms (the agent's own) and
- * waits at most timeout_ms + a grace for the answer. Returns 0 with *out a
- * raw dump, -ETIMEDOUT when the agent did not answer in time (a late answer
- * is discarded when the next request reads past it), -ECONNRESET when the
- * agent is gone or broke the protocol (it is then dropped), or the agent's
- * own error (SW_EHANDLER...), or REGISTRY_EADDRS for a dump of a
+ * Whether the process behind t still has the procid it had when it
+ * became a target (its credentials, its program image). When it does
+ * not, t is forgotten (dead, its agent's connection closed) and
+ * REGISTRY_ECHANGED returned; -ECONNRESET when it is gone; else 0 with
+ * *now (may be NULL) what was read. The daemon itself always is.
+ */
+int target_unchanged(struct target *t, struct procid *now);
+
+/*
+ * Asks t for a raw dump for who with a deadline of timeout_ms (the agent's
+ * own) and waits at most timeout_ms + a grace for the answer. The process
+ * must have t's procid before and after the read (target_unchanged()), or
+ * the dump is discarded and REGISTRY_ECHANGED returned: nothing read
+ * across a set-uid exec or a change of credentials is ever shown. Returns
+ * 0 with *out a raw dump, -ETIMEDOUT when the agent did not answer in time (a
+ * late answer is discarded when the next request reads past it), -ECONNRESET
+ * when the agent is gone or broke the protocol (it is then dropped), or the
+ * agent's own error (SW_EHANDLER...), or REGISTRY_EADDRS for a dump of a
  * process of a user other than root with more addresses than allowed.
  * A message half received when the deadline passes is dropped at once
  * and its rest discarded as it comes. For a target in another pid
@@ -157,6 +193,7 @@ bool target_alive(const struct target *t);
  * thread ids of *out are the daemon's (nspid.h). Serialized per target;
  * blocks.
  */
-int target_dump_raw(struct target *t, int timeout_ms, struct sw_dump **out);
+int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
+		    struct sw_dump **out);
 
 #endif /* SWD_REGISTRY_H */

@@ -280,8 +280,10 @@ static void *worker_main(void *arg)
 		atomic_store(&t->next_due_ns,
 			     clock_now_ns() + interval_of(s, t));
 		atomic_store(&t->queued, false);
-		rc = stacks_get_flags(s->st, t, s->timeout_ms, STACKS_NOWAIT,
-				      &sd);
+		/* The process's own user's turn for a snapshot. */
+		rc = stacks_get_flags(s->st, t,
+				      &(struct asker){ .uid = t->uid },
+				      s->timeout_ms, STACKS_NOWAIT, &sd);
 		if (rc == 0)
 			feed_runs(s, t, sd);
 		if (rc < 0 && rc != -EBUSY)

@@ -138,8 +138,8 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 
 static void name_jit_frames(struct target *t, struct sw_dump *d);
 
-int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
-		bool symbols, struct sw_dump **out)
+int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
+		int timeout_ms, bool symbols, struct sw_dump **out)
 {
 	uint64_t start = clock_now_ns(), sym_start;
 	struct sw_dump *d = NULL;
@@ -147,7 +147,7 @@ int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
 	int rc, mrc;
 
 	*out = NULL;
-	rc = target_dump_raw(t, timeout_ms, &d);
+	rc = target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
 		log_info("dump of pid %d failed: %s", (int)t->pid,
@@ -491,7 +491,8 @@ static int remember(struct stacks *s, struct target *t, struct sdump *sd,
 }
 
 /* Takes a fresh dump of t and publishes it; called with dump_lock free. */
-static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
+static int fresh_dump(struct stacks *s, struct target *t,
+		      const struct asker *who, int timeout_ms,
 		      struct sdump **out)
 {
 	struct sw_dump *d = NULL;
@@ -500,7 +501,7 @@ static int fresh_dump(struct stacks *s, struct target *t, int timeout_ms,
 	size_t nsame = registry_count_uid(s->reg, t->uid);
 	int rc;
 
-	rc = stacks_dump(s, t, timeout_ms, true, &d);
+	rc = stacks_dump(s, t, who, timeout_ms, true, &d);
 	if (rc == 0) {
 		sd = calloc(1, sizeof(*sd));
 		if (!sd) {
@@ -559,14 +560,15 @@ static int published(struct target *t, struct sdump **out)
 	return 0;
 }
 
-int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
-	       struct sdump **out)
+int stacks_get(struct stacks *s, struct target *t, const struct asker *who,
+	       int timeout_ms, struct sdump **out)
 {
-	return stacks_get_flags(s, t, timeout_ms, 0, out);
+	return stacks_get_flags(s, t, who, timeout_ms, 0, out);
 }
 
-int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
-		     int flags, struct sdump **out)
+int stacks_get_flags(struct stacks *s, struct target *t,
+		     const struct asker *who, int timeout_ms, int flags,
+		     struct sdump **out)
 {
 	uint64_t now = clock_now_ns();
 	uint64_t deadline = now + (uint64_t)timeout_ms * 1000000ull + GRACE_NS;
@@ -607,7 +609,7 @@ int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
 	t->svc->dumping = true;
 	t->svc->last_attempt_ns = now;
 	pthread_mutex_unlock(&t->svc->dump_lock);
-	return fresh_dump(s, t, timeout_ms, out);
+	return fresh_dump(s, t, who, timeout_ms, out);
 }
 
 #define MANY_HELPERS 63	     /* threads of one all-target dump, its own aside */
@@ -616,6 +618,7 @@ int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
 /* One all-target dump: its targets, taken in turn by its threads. */
 struct many {
 	struct stacks *s;
+	const struct asker *who;
 	struct target **ts;
 	size_t n;
 	_Atomic size_t next;
@@ -636,18 +639,20 @@ static void *many_main(void *arg)
 				      : 0;
 
 		m->sds[i] = NULL;
-		m->rcs[i] = left_ms > 0 ? stacks_get(m->s, m->ts[i], left_ms,
-						     &m->sds[i])
+		m->rcs[i] = left_ms > 0 ? stacks_get(m->s, m->ts[i], m->who,
+						     left_ms, &m->sds[i])
 					: -ETIMEDOUT;
 	}
 	return NULL;
 }
 
 void stacks_get_many(struct stacks *s, struct target **ts, size_t n,
-		     int timeout_ms, struct sdump **sds, int *rcs)
+		     const struct asker *who, int timeout_ms,
+		     struct sdump **sds, int *rcs)
 {
 	struct many m = {
 		.s = s,
+		.who = who,
 		.ts = ts,
 		.n = n,
 		.deadline_ns = clock_now_ns() + (uint64_t)timeout_ms * 1000000u,

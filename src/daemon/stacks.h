@@ -117,27 +117,28 @@ bool stacks_sym_stuck(struct stacks *s, uint64_t now_ns, uint64_t limit_ns);
  * asked when the deadline passes gets -ETIMEDOUT without being signalled.
  */
 void stacks_get_many(struct stacks *s, struct target **ts, size_t n,
-		     int timeout_ms, struct sdump **sds, int *rcs);
+		     const struct asker *who, int timeout_ms,
+		     struct sdump **sds, int *rcs);
 
 /*
- * Dumps t with the given deadline: raw dump from the agent (or in-process
- * for the daemon itself), symbolized when symbols is true, grouped. Returns
- * 0 with *out owned by the caller, or the error of target_dump_raw().
- * Blocks up to the deadline.
+ * Dumps t for who (ptracer.h) with the given deadline: raw dump from the
+ * agent (or in-process for the daemon itself), symbolized when symbols is
+ * true, grouped. Returns 0 with *out owned by the caller, or the error of
+ * target_dump_raw(). Blocks up to the deadline.
  */
-int stacks_dump(struct stacks *s, struct target *t, int timeout_ms,
-		bool symbols, struct sw_dump **out);
+int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
+		int timeout_ms, bool symbols, struct sw_dump **out);
 
 /*
  * The newest dump of t no older than 1/max_dump_rate s: the cached one,
  * the one in flight (waited for, within timeout_ms plus the agent grace),
- * or a fresh one, which then joins t's history with every thread's
- * unchanged_s set. On success *out holds a reference the caller drops
- * with sdump_put(). Returns the error of the dump otherwise (a failed
+ * or a fresh one (for who: ptracer.h), which then joins t's history with
+ * every thread's unchanged_s set. On success *out holds a reference the caller
+ * drops with sdump_put(). Returns the error of the dump otherwise (a failed
  * dump is served again within the same interval, like a good one).
  */
-int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
-	       struct sdump **out);
+int stacks_get(struct stacks *s, struct target *t, const struct asker *who,
+	       int timeout_ms, struct sdump **out);
 
 /*
  * stacks_get() with flags: STACKS_NOWAIT returns -EBUSY at once when a
@@ -146,8 +147,9 @@ int stacks_get(struct stacks *s, struct target *t, int timeout_ms,
  * worker however often it falls due).
  */
 #define STACKS_NOWAIT 0x1
-int stacks_get_flags(struct stacks *s, struct target *t, int timeout_ms,
-		     int flags, struct sdump **out);
+int stacks_get_flags(struct stacks *s, struct target *t,
+		     const struct asker *who, int timeout_ms, int flags,
+		     struct sdump **out);
 
 /*
  * A private copy of d without symbols (frames of ip, module and offset),

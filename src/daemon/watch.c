@@ -222,14 +222,18 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 	registry_put_all(ts, n);
 	/* Sampled processes without the agent (--sample-ptrace) too. */
 	if (registry_list_ptraced(reg, &ts, &n) == 0) {
+		bool *ok = calloc(n ? n : 1, sizeof(*ok));
 		size_t k = 0;
 
+		if (ok && a)
+			access_sees_all(a, ts, n, ok);
 		for (size_t i = 0; i < n; i++) {
-			if (!a || access_sees(a, ts[i]))
+			if (ok && (!a || ok[i]))
 				ts[k++] = ts[i];
 			else
 				target_put(ts[i]);
 		}
+		free(ok);
 		total += stuck_of(s, ts, k, arr, cycles);
 		registry_put_all(ts, k);
 	}
@@ -296,8 +300,8 @@ static size_t compare(const struct sw_dump *a, const struct sw_dump *b,
 	return same;
 }
 
-int watch_diff(struct stacks *s, struct target *t, double since_s,
-	       int timeout_ms, cJSON **out)
+int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
+	       double since_s, int timeout_ms, cJSON **out)
 {
 	struct sdump *now = NULL, *before;
 	cJSON *doc, *changed, *appeared, *gone;
@@ -305,7 +309,7 @@ int watch_diff(struct stacks *s, struct target *t, double since_s,
 	size_t same;
 	int rc;
 
-	rc = stacks_get(s, t, timeout_ms, &now);
+	rc = stacks_get(s, t, who, timeout_ms, &now);
 	if (rc < 0)
 		return rc;
 	before = stacks_sample_before(t, now->mono_ns, since_s);

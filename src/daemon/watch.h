@@ -24,10 +24,10 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 
 /*
  * The diff of t between the sample at least since_s old and a current
- * dump (stacks_get with timeout_ms). Returns 0, -ENOENT when no sample is
- * that old, or the dump's error.
+ * dump (stacks_get for who with timeout_ms). Returns 0, -ENOENT when no
+ * sample is that old, or the dump's error.
  */
-int watch_diff(struct stacks *s, struct target *t, double since_s,
-	       int timeout_ms, cJSON **out);
+int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
+	       double since_s, int timeout_ms, cJSON **out);
 
 #endif /* SWD_WATCH_H */

@@ -86,6 +86,34 @@ int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out)
 	return 0;
 }
 
+int procfs_parse_stat_field(const char *buf, size_t len, int field,
+			    uint64_t *out)
+{
+	const char *end = buf + len, *close = NULL, *p;
+	uint64_t v = 0;
+
+	if (field < 4)
+		return SW_EFORMAT;
+	/* The name may hold ')' itself: the last one closes it. */
+	for (p = buf; p < end; p++)
+		if (*p == ')')
+			close = p;
+	if (!close || close + 3 >= end || close[1] != ' ')
+		return SW_EFORMAT;
+	p = close + 3; /* past ") " and the state */
+	for (int f = 4; f <= field; f++) {
+		if (p >= end || *p != ' ')
+			return SW_EFORMAT;
+		p++;
+		if (p < end && *p == '-')
+			p++;
+		if (!parse_u64(&p, end, &v))
+			return SW_EFORMAT;
+	}
+	*out = v;
+	return 0;
+}
+
 int procfs_start_time(pid_t pid, uint64_t *out)
 {
 	char path[64], buf[1024];

@@ -27,6 +27,15 @@ struct procfs_task {
 int procfs_parse_stat(const char *buf, size_t len, struct procfs_task *out);
 
 /*
+ * Field number field (4 or more, as proc(5) numbers them: 28 startstack,
+ * 47 start_brk) of the text of a stat file, which must be numeric; a
+ * negative value is read as its magnitude. 0, or SW_EFORMAT when the
+ * line is malformed or stops short of it.
+ */
+int procfs_parse_stat_field(const char *buf, size_t len, int field,
+			    uint64_t *out);
+
+/*
  * The start time of process pid (clock ticks since boot, /proc/PID/stat):
  * with the pid, what names one process for good. 0 or a negative errno
  * (SW_EFORMAT for an unreadable line).

@@ -8,6 +8,9 @@
 #define SW_SECTEST_H
 
 #include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "itest.h"
@@ -233,6 +236,80 @@ static inline bool sec_log_has(const struct itest_daemon *d, const char *what,
 	if (f)
 		fclose(f);
 	return found;
+}
+
+/*
+ * The daemon's test gate (src/daemon/gate.h): a unix socket the daemon
+ * connects to before each read, saying "read PID METHOD UID", and that
+ * holds the read until the test answers. Start the daemon with
+ * STACKWATCH_TEST_GATE set to path (sec_gate_open() sets it; unset it
+ * again once the daemon runs).
+ */
+struct sec_gate {
+	int fd;
+	char path[108];
+};
+
+static inline int sec_gate_open(struct sec_gate *g, const char *dir)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	snprintf(g->path, sizeof(g->path), "%s/gate.sock", dir);
+	memcpy(sa.sun_path, g->path, strlen(g->path) + 1);
+	g->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (g->fd < 0 || bind(g->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(g->fd, 64) < 0)
+		return -1;
+	setenv("STACKWATCH_TEST_GATE", g->path, 1);
+	return 0;
+}
+
+/*
+ * The next read held at the gate within timeout_ms: its connection, with
+ * its line ("read PID METHOD UID") in line; -1 when none came.
+ */
+static inline int sec_gate_next(struct sec_gate *g, int timeout_ms, char *line,
+				size_t size)
+{
+	struct pollfd p = { .fd = g->fd, .events = POLLIN };
+	size_t got = 0;
+	int c;
+
+	line[0] = '\0';
+	if (poll(&p, 1, timeout_ms) != 1)
+		return -1;
+	c = accept4(g->fd, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0)
+		return -1;
+	while (got + 1 < size) {
+		struct pollfd q = { .fd = c, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&q, 1, timeout_ms) != 1)
+			break;
+		n = read(c, line + got, 1);
+		if (n <= 0 || line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	return c;
+}
+
+/* Lets the read held on c go on. */
+static inline void sec_gate_release(int c)
+{
+	if (c < 0)
+		return;
+	(void)!write(c, "g", 1);
+	close(c);
+}
+
+static inline void sec_gate_close(struct sec_gate *g)
+{
+	if (g->fd >= 0)
+		close(g->fd);
+	unlink(g->path);
 }
 
 #endif /* SW_SECTEST_H */

@@ -1,0 +1,368 @@
+/*
+ * helper.c - the snapshot helper process (ptracer.h): stackwatchd
+ * re-executed with --snapshot-helper, the one process of the daemon that
+ * may ptrace and take other credentials.
+ *
+ * One thread, one loop: it reads requests (ptracer_msg.h) from the
+ * daemon, takes each snapshot in a child of its own (so that every tracee
+ * is released when that child exits, even by SIGKILL), watches its
+ * children's deadlines, and answers access checks at once, between them,
+ * under the requester's credentials. It parses nothing but its requests.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "model/clock.h"
+#include "ptracer_msg.h"
+
+#define MAX_REQUEST               \
+	(sizeof(struct request) + \
+	 PTRACER_CHECK_MAX * sizeof(struct request_task))
+
+struct child {
+	pid_t pid;	/* 0: a free entry */
+	uint64_t until; /* CLOCK_MONOTONIC: killed past it */
+};
+
+static struct child children[PTRACER_MAX_CHILDREN];
+
+/*
+ * Receives one request into buf (MAX_REQUEST bytes). Returns 1 with the
+ * request and *answer_fd, 0 for a malformed one (skipped), -1 when the
+ * daemon is gone.
+ */
+static int recv_request(int fd, uint8_t *buf, int *answer_fd)
+{
+	char ctrl[CMSG_SPACE(sizeof(int)) * 4];
+	struct iovec io = { buf, MAX_REQUEST };
+	struct msghdr mh = { .msg_iov = &io,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
+	struct request rq;
+	ssize_t n;
+
+	*answer_fd = -1;
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return 0;
+	if (n <= 0)
+		return -1; /* the daemon is gone */
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
+	     c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t k = 0;
+		     k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(c) + k * sizeof(int),
+			       sizeof(int));
+			if (*answer_fd < 0)
+				*answer_fd = got;
+			else
+				close(got);
+		}
+	}
+	memset(&rq, 0, sizeof(rq));
+	if (n >= (ssize_t)sizeof(rq))
+		memcpy(&rq, buf, sizeof(rq));
+	if (n < (ssize_t)sizeof(rq) ||
+	    (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
+	    rq.magic != PTRACER_MAGIC || *answer_fd < 0 ||
+	    (rq.kind == REQ_SNAPSHOT &&
+	     (rq.pid <= 0 || n != (ssize_t)sizeof(rq))) ||
+	    (rq.kind == REQ_CHECK &&
+	     (rq.n > PTRACER_CHECK_MAX ||
+	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_task))) ||
+	    (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_CHECK)) {
+		if (*answer_fd >= 0)
+			close(*answer_fd);
+		*answer_fd = -1;
+		return 0; /* malformed: skipped */
+	}
+	return 1;
+}
+
+/* Whether the asker still waits on the other end of fd. */
+static bool asker_waits(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = 0 };
+
+	return poll(&p, 1, 0) == 0 || !(p.revents & (POLLHUP | POLLERR));
+}
+
+/* Starts the snapshot of rq in a child that exits when done. */
+static void start_snapshot(int ctl, const struct request *rq, int answer_fd)
+{
+	uint64_t now = clock_now_ns();
+	struct child *slot = NULL;
+	pid_t self = getpid(), w;
+
+	if (now >= rq->deadline_ns || !asker_waits(answer_fd))
+		return;
+	for (size_t i = 0; i < PTRACER_MAX_CHILDREN && !slot; i++)
+		if (!children[i].pid)
+			slot = &children[i];
+	if (!slot) {
+		snap_write(answer_fd, -EBUSY, NULL);
+		return;
+	}
+	w = fork();
+	if (w < 0) {
+		snap_write(answer_fd, -errno, NULL);
+		return;
+	}
+	if (w == 0) {
+		struct snap *s = NULL;
+		uint64_t left_ms = (rq->deadline_ns - now) / 1000000ull;
+		sigset_t none;
+		int r;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self)
+			_exit(1);
+		close(ctl);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (left_ms < 1)
+			left_ms = 1;
+		if (left_ms > PTRACER_MAX_MS)
+			left_ms = PTRACER_MAX_MS;
+		r = snap_take(rq->pid, (int)left_ms, &s);
+		snap_write(answer_fd, r, s);
+		_exit(0);
+	}
+	slot->pid = w;
+	slot->until = rq->deadline_ns + PTRACER_GRACE_NS;
+}
+
+/* Reaps children that exited, and kills those past their deadline. */
+static void tend_children(void)
+{
+	uint64_t now = clock_now_ns();
+	pid_t w;
+	int st;
+
+	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+		for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
+			if (children[i].pid == w)
+				children[i].pid = 0;
+	for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
+		if (children[i].pid && now >= children[i].until)
+			kill(children[i].pid, SIGKILL); /* reaped next time */
+}
+
+/* Milliseconds until the next child's deadline; -1 when none runs. */
+static int next_deadline_ms(void)
+{
+	uint64_t now = clock_now_ns(), first = 0;
+
+	for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
+		if (children[i].pid && (!first || children[i].until < first))
+			first = children[i].until;
+	if (!first)
+		return -1;
+	return first <= now ? 0 : (int)((first - now) / 1000000u) + 1;
+}
+
+/* What the helper's own credentials were: restored after each check. */
+struct own_cred {
+	uid_t ruid, euid, suid;
+	gid_t rgid, egid, sgid;
+	struct __user_cap_header_struct hdr;
+	struct __user_cap_data_struct caps[2];
+};
+
+static int save_cred(struct own_cred *o)
+{
+	o->hdr.version = _LINUX_CAPABILITY_VERSION_3;
+	o->hdr.pid = 0;
+	if (getresuid(&o->ruid, &o->euid, &o->suid) < 0 ||
+	    getresgid(&o->rgid, &o->egid, &o->sgid) < 0 ||
+	    syscall(SYS_capget, &o->hdr, o->caps) != 0)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Takes the requester's effective ids and capabilities (as far as ours
+ * reach: never more than we hold). The real and saved ids stay ours, so
+ * that restore_cred() can come back; nobody can signal or trace us
+ * meanwhile (both look at the real and saved ids).
+ */
+static int assume_cred(const struct own_cred *o, const struct request *rq)
+{
+	struct __user_cap_header_struct hdr = o->hdr;
+	struct __user_cap_data_struct c[2];
+
+	if (setresgid((gid_t)-1, rq->gid, (gid_t)-1) < 0 ||
+	    setresuid((uid_t)-1, rq->uid, (uid_t)-1) < 0)
+		return -errno;
+	memcpy(c, o->caps, sizeof(c));
+	c[0].effective = (uint32_t)rq->caps & c[0].permitted;
+	c[1].effective = (uint32_t)(rq->caps >> 32) & c[1].permitted;
+	if (syscall(SYS_capset, &hdr, c) != 0)
+		return -errno;
+	return 0;
+}
+
+/* Back to our own credentials; a helper that cannot, exits. */
+static void restore_cred(const struct own_cred *o)
+{
+	struct __user_cap_header_struct hdr = o->hdr;
+	struct __user_cap_data_struct c[2];
+
+	memcpy(c, o->caps, sizeof(c));
+	if (setresuid((uid_t)-1, o->euid, (uid_t)-1) < 0 ||
+	    setresgid((gid_t)-1, o->egid, (gid_t)-1) < 0 ||
+	    syscall(SYS_capset, &hdr, c) != 0) {
+		fprintf(stderr, "stackwatchd: the snapshot helper cannot take "
+				"its own credentials back: exiting\n");
+		_exit(1);
+	}
+	/* A change of the effective ids cleared it. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+/*
+ * The access check (ptracer_check()): each task's ns/mnt link read under
+ * the requester's credentials, which the kernel allows exactly when its
+ * ptrace read rule does; one byte per task on answer_fd.
+ */
+static void check(const struct own_cred *o, const struct request *rq,
+		  const struct request_task *tasks, int answer_fd)
+{
+	uint8_t *ok = calloc(rq->n ? rq->n : 1, 1);
+	pid_t self = getpid();
+	size_t done = 0;
+
+	if (!ok)
+		return; /* the daemon sees the socket close: nothing allowed */
+	if (assume_cred(o, rq) == 0) {
+		for (uint32_t i = 0; i < rq->n; i++) {
+			char path[80], link[64];
+
+			/* The kernel lets a process read itself, always. */
+			if (tasks[i].pid <= 0 || tasks[i].tid <= 0 ||
+			    tasks[i].pid == self)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/task/%d/ns/mnt",
+				 (int)tasks[i].pid, (int)tasks[i].tid);
+			ok[i] = readlink(path, link, sizeof(link)) > 0;
+		}
+	}
+	restore_cred(o);
+	while (done < rq->n) {
+		ssize_t w = write(answer_fd, ok + done, rq->n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	free(ok);
+}
+
+/*
+ * Says once, at start, when snapshots cannot run at real-time priority
+ * (snapshot.c): pauses then also hold whatever else the CPU runs.
+ */
+static void warn_priority(void)
+{
+	struct sched_param rt = { .sched_priority = 1 }, normal = { 0 };
+
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &rt) == 0) {
+		sched_setscheduler(0, SCHED_OTHER, &normal);
+		return;
+	}
+	log_warn("snapshots run at normal priority (%s: CAP_SYS_NICE or "
+		 "RLIMIT_RTPRIO needed); a busy CPU lengthens each thread's "
+		 "pause",
+		 strerror(errno));
+}
+
+int ptracer_main(int fd)
+{
+	int type = 0, sfd;
+	socklen_t len = sizeof(type);
+	struct own_cred own;
+	sigset_t chld;
+	uint8_t *buf;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_NAME, "sw-ptrace");
+	/* The daemon died before we could follow it: nothing to serve. */
+	if (getppid() == 1)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+	    type != SOCK_SEQPACKET) {
+		fprintf(stderr, "stackwatchd: --snapshot-helper is started by "
+				"stackwatchd itself\n");
+		return 2;
+	}
+	warn_priority();
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, SIG_IGN); /* a ^C of the daemon is the daemon's */
+	signal(SIGTERM, SIG_IGN);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	buf = malloc(MAX_REQUEST);
+	if (sfd < 0 || !buf || save_cred(&own) < 0) {
+		fprintf(stderr,
+			"stackwatchd: the snapshot helper cannot "
+			"start: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = sfd, .events = POLLIN } };
+		struct signalfd_siginfo si;
+		struct request rq;
+		int answer_fd, r;
+
+		r = poll(p, 2, next_deadline_ms());
+		if (r < 0 && errno != EINTR)
+			break;
+		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			;
+		tend_children();
+		if (r <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		r = recv_request(fd, buf, &answer_fd);
+		if (r < 0)
+			break;
+		if (r == 0)
+			continue;
+		memcpy(&rq, buf, sizeof(rq));
+		if (rq.kind == REQ_SNAPSHOT)
+			start_snapshot(fd, &rq, answer_fd);
+		else
+			check(&own, &rq,
+			      (const struct request_task *)(buf + sizeof(rq)),
+			      answer_fd);
+		close(answer_fd);
+	}
+	/* The daemon is gone: so are our children (PR_SET_PDEATHSIG). */
+	return 0;
+}

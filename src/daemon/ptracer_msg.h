@@ -1,0 +1,41 @@
+/*
+ * ptracer_msg.h - the requests the daemon sends its snapshot helper
+ * (ptracer.c sends them, helper.c serves them); private to the two.
+ *
+ * One request is one SOCK_SEQPACKET message on the helper's socket, with
+ * one end of a fresh stream socket attached (SCM_RIGHTS) that carries its
+ * answer alone: a snapshot (snapshot.h's bytes) or, for a check, one byte
+ * per task (1: the requester may read it).
+ */
+#ifndef SWD_PTRACER_MSG_H
+#define SWD_PTRACER_MSG_H
+
+#include <stdint.h>
+
+#include "ptracer.h"
+
+#define PTRACER_MAGIC 0x52545053u      /* "SPTR" */
+#define PTRACER_FD 3		       /* the helper's request socket */
+#define PTRACER_GRACE_NS 1000000000ull /* answer after the deadline */
+#define PTRACER_MAX_MS 60000
+#define PTRACER_MAX_CHILDREN 4 /* snapshots the helper takes at once */
+
+enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2 };
+
+struct request {
+	uint32_t magic;
+	uint32_t kind;
+	int32_t pid;	      /* REQ_SNAPSHOT */
+	uint32_t n;	      /* REQ_CHECK: tasks that follow */
+	uint64_t deadline_ns; /* CLOCK_MONOTONIC: the host's one clock */
+	uint32_t uid;	      /* REQ_CHECK: the requester's credentials */
+	uint32_t gid;
+	uint64_t caps;
+};
+
+struct request_task {
+	int32_t pid;
+	int32_t tid;
+};
+
+#endif /* SWD_PTRACER_MSG_H */
