@@ -163,6 +163,9 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	counter(&b, "stackwatch_ptrace_snapshots_total",
 		"Dumps of processes without the agent by ptrace snapshot.",
 		atomic_load(&m->snapshots));
+	gauge(&b, "stackwatch_ptraced_processes",
+	      "Processes without the agent kept for ptrace snapshots.",
+	      registry_count_ptraced_all(reg));
 	gauge(&b, "stackwatch_ptrace_waiting",
 	      "Snapshot requests waiting for their turn at the helper.",
 	      ptracer_waiting());

@@ -741,12 +741,12 @@ static size_t count_ptraced(struct registry *r, bool any_user, uid_t uid)
 	return n;
 }
 
-size_t registry_count_ptraced(struct registry *r, uid_t uid)
+size_t registry_count_ptraced_all(struct registry *r)
 {
 	size_t n;
 
 	pthread_mutex_lock(&r->lock);
-	n = count_ptraced(r, false, uid);
+	n = r->nptraced;
 	pthread_mutex_unlock(&r->lock);
 	return n;
 }

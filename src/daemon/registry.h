@@ -125,8 +125,8 @@ struct target *registry_get_process(struct registry *r, pid_t pid,
  */
 void registry_keep_ptraced(struct registry *r, bool keep);
 
-/* The ptrace entries that uid's requests keep now. */
-size_t registry_count_ptraced(struct registry *r, uid_t uid);
+/* The ptrace entries kept now, all requesters' together. */
+size_t registry_count_ptraced_all(struct registry *r);
 
 /*
  * Every live agent target, each with a reference, sorted by pid. *out is

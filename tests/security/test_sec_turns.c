@@ -1,0 +1,222 @@
+/*
+ * test_sec_turns.c - no user can starve root's snapshots, or another
+ * user's: snapshots of processes without the agent take turns.
+ *
+ * nobody (65534) asks for three of its own processes at once and holds
+ * the first snapshot at the daemon's test gate (gate.h), as a process of
+ * thousands of threads would; the other two wait. Then uid 65533 asks for
+ * one of its own, and root for one of root's. Expected:
+ * - root's snapshot is taken at once, while nobody's holds the helper
+ *   (root and the admin group never wait behind anyone's queue);
+ * - once nobody's first snapshot is done, 65533's comes next, before
+ *   nobody's other two (round-robin by uid, not first come);
+ * - every request is answered 200.
+ * The queue is watched through stackwatch_ptrace_waiting, so the order
+ * in which requests arrive is known, not guessed.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+
+#include "sectest.h"
+#include "tap.h"
+
+#define OTHER 65533
+
+/* `sleep 600` as uid (gid the same), exec'd so it is dumpable. */
+static pid_t sleeper(uid_t uid)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (uid && sec_become(uid, uid, NULL, 0) < 0)
+			_exit(126);
+		execlp("sleep", "sleep", "600", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool wait_exec(pid_t pid)
+{
+	char path[64], comm[32];
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
+		FILE *f = fopen(path, "r");
+		bool done = f && fgets(comm, sizeof(comm), f) &&
+			    strcmp(comm, "sleep\n") == 0;
+
+		if (f)
+			fclose(f);
+		if (done)
+			return true;
+		itest_sleep_ms(5);
+	}
+	return false;
+}
+
+struct ask {
+	const struct itest_daemon *d;
+	uid_t uid;
+	char target[128];
+	struct sec_answer a;
+	pthread_t thread;
+	bool started;
+};
+
+static void *ask_main(void *arg)
+{
+	struct ask *k = arg;
+
+	sec_get_as(k->uid, k->uid, NULL, 0, k->d->url, NULL, NULL, k->target,
+		   &k->a);
+	return NULL;
+}
+
+static void ask(struct ask *k, const struct itest_daemon *d, uid_t uid,
+	       pid_t pid)
+{
+	k->d = d;
+	k->uid = uid;
+	snprintf(k->target, sizeof(k->target),
+		 "/api/v1/stacks?pid=%d&format=json&timeout_ms=9000", (int)pid);
+	k->started = pthread_create(&k->thread, NULL, ask_main, k) == 0;
+}
+
+static void answered(struct ask *k)
+{
+	if (k->started)
+		pthread_join(k->thread, NULL);
+	k->started = false;
+}
+
+/* The daemon's log as notes, for a failure. */
+static void show_log(const struct itest_daemon *d)
+{
+	char line[512];
+	FILE *f = fopen(d->log, "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "<6>http: MHD_OPTION", 19) != 0)
+			tap_note("%s", strtok(line, "\n"));
+	if (f)
+		fclose(f);
+}
+
+/* Waits until n snapshot requests wait for their turn. */
+static bool wait_waiting(const struct itest_daemon *d, int n)
+{
+	double v = -1;
+
+	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
+		double w = itest_metric(d, "stackwatch_ptrace_waiting");
+
+		if (w != v)
+			tap_note("t=%ld waiting %g", itest_now_ms() % 100000, w);
+		v = w;
+		if (v == n)
+			return true;
+		itest_sleep_ms(5);
+	}
+	tap_note("stackwatch_ptrace_waiting is %g, not %d; the daemon's log:",
+		 v, n);
+	show_log(d);
+	return false;
+}
+
+/* The pid of a gate line "read PID ptrace UID"; 0 if it is none. */
+static pid_t gate_pid(const char *line)
+{
+	int pid = 0;
+
+	return sscanf(line, "read %d ptrace", &pid) == 1 ? (pid_t)pid : 0;
+}
+
+int main(void)
+{
+	static const char *const args[] = { "--sample-interval", "0", NULL };
+	struct itest_daemon d;
+	struct sec_gate g = { .fd = -1 };
+	struct ask k[5];
+	char dir[] = "/tmp/sw-turns-XXXXXX", line[128];
+	pid_t n1, n2, n3, o1, r1, order[3];
+	int held, c;
+
+	memset(k, 0, sizeof(k));
+	signal(SIGPIPE, SIG_IGN); /* a gate connection the daemon gave up */
+	if (geteuid() != 0) {
+		TAP_SKIP("needs root: the daemon runs as root, requesters as "
+			 "two other users");
+		return tap_done();
+	}
+	if (!mkdtemp(dir) || sec_gate_open(&g, dir) < 0) {
+		TAP_OK(0, "the gate is set up in %s", dir);
+		return tap_done();
+	}
+	if (itest_daemon_start_args(&d, args) < 0) {
+		TAP_OK(0, "the daemon starts");
+		goto out_gate;
+	}
+	unsetenv("STACKWATCH_TEST_GATE");
+	chmod(d.dir, 0711);
+	n1 = sleeper(SEC_NOBODY);
+	n2 = sleeper(SEC_NOBODY);
+	n3 = sleeper(SEC_NOBODY);
+	o1 = sleeper(OTHER);
+	r1 = sleeper(0);
+	TAP_OK(wait_exec(n1) && wait_exec(n2) && wait_exec(n3) &&
+		       wait_exec(o1) && wait_exec(r1),
+	       "processes of nobody, of uid %d and of root run", OTHER);
+
+	ask(&k[0], &d, SEC_NOBODY, n1);
+	held = sec_gate_next(&g, 15000, line, sizeof(line));
+	TAP_OK(held >= 0 && gate_pid(line) == n1,
+	       "nobody's first snapshot is taken and held ('%s')", line);
+	ask(&k[1], &d, SEC_NOBODY, n2);
+	ask(&k[2], &d, SEC_NOBODY, n3);
+	TAP_OK(wait_waiting(&d, 2), "nobody's next two wait for their turn");
+	ask(&k[3], &d, OTHER, o1);
+	TAP_OK(wait_waiting(&d, 3), "then uid %d's waits too", OTHER);
+
+	ask(&k[4], &d, 0, r1);
+	c = sec_gate_next(&g, 5000, line, sizeof(line));
+	TAP_OK(c >= 0 && gate_pid(line) == r1,
+	       "root's snapshot is taken at once, while nobody's holds the "
+	       "helper ('%s')",
+	       line);
+	sec_gate_release(c);
+	answered(&k[4]);
+	TAP_OK(k[4].a.status == 200, "root's answer: %d", k[4].a.status);
+
+	sec_gate_release(held);
+	for (int i = 0; i < 3; i++) {
+		c = sec_gate_next(&g, 10000, line, sizeof(line));
+		order[i] = gate_pid(line);
+		sec_gate_release(c);
+	}
+	TAP_OK(order[0] == o1,
+	       "once nobody's first is done, uid %d's comes next, before "
+	       "nobody's others (order %d %d %d; %d is uid %d's)",
+	       OTHER, (int)order[0], (int)order[1], (int)order[2], (int)o1,
+	       OTHER);
+	TAP_OK((order[1] == n2 && order[2] == n3) ||
+		       (order[1] == n3 && order[2] == n2),
+	       "then nobody's other two");
+	for (int i = 0; i < 4; i++)
+		answered(&k[i]);
+	TAP_OK(k[0].a.status == 200 && k[1].a.status == 200 &&
+		       k[2].a.status == 200 && k[3].a.status == 200,
+	       "every request is answered (%d %d %d %d)", k[0].a.status,
+	       k[1].a.status, k[2].a.status, k[3].a.status);
+	itest_kill(n1);
+	itest_kill(n2);
+	itest_kill(n3);
+	itest_kill(o1);
+	itest_kill(r1);
+	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon stops cleanly");
+	itest_daemon_cleanup(&d);
+out_gate:
+	sec_gate_close(&g);
+	rmdir(dir);
+	return tap_done();
+}
