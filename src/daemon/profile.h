@@ -27,7 +27,10 @@ struct cpu_seen;
 
 struct profile_run {
 	struct profile_run *next; /* the scheduler's list */
-	struct target **ts;	  /* references, n of them */
+	/* The scheduler's too: whose run it is. */
+	char owner[64];	    /* the requester's key (peer.h) */
+	bool all;	    /* the requester sees everything */
+	struct target **ts; /* references, n of them */
 	size_t n;
 	uint64_t *last_ns; /* per target: mono_ns of the last dump fed */
 	uint64_t period_ns;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,6 +40,7 @@ struct scheduler {
 	bool stop;
 	struct profile_run *runs; /* in progress */
 	size_t nruns;
+	int per_user; /* runs of one requester at a time */
 
 	pthread_t sched_thread;
 	pthread_t workers[SCHED_WORKERS];
@@ -183,12 +185,68 @@ static void feed_runs(struct scheduler *s, const struct target *t,
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * Whether who may start one more run: 0, or sched_profile()'s refusal.
+ * Its own share first: that is what it can do something about. Called
+ * with s->lock held.
+ */
+static int admit(const struct scheduler *s, const struct sched_requester *who)
+{
+	int mine = 0;
+
+	if (!who->all) {
+		for (const struct profile_run *r = s->runs; r; r = r->next)
+			mine += !r->all && strcmp(r->owner, who->key) == 0;
+		if (mine >= s->per_user)
+			return -EDQUOT;
+	}
+	if (s->nruns >= SCHED_MAX_PROFILES)
+		return -EAGAIN;
+	if (!who->all && s->nruns >= SCHED_MAX_PROFILES - SCHED_PROFILE_RESERVE)
+		return -ENOSPC;
+	return 0;
+}
+
+void sched_set_profiles_per_user(struct scheduler *s, int n)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->per_user = n > 0 ? n : 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sched_profiles_per_user(struct scheduler *s)
+{
+	int n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->per_user;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+size_t sched_profiles(struct scheduler *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->nruns;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 int sched_profile(struct scheduler *s, struct target **ts, size_t n,
-		  int seconds, void (*done)(void *arg), void *arg,
-		  struct profile_run **out)
+		  int seconds, const struct sched_requester *who,
+		  void (*done)(void *arg), void *arg, struct profile_run **out)
 {
 	struct profile_run *r;
 	uint64_t now = clock_now_ns();
+	int rc;
 
 	*out = NULL;
 	if (!s || !s->profile_ns)
@@ -198,13 +256,16 @@ int sched_profile(struct scheduler *s, struct target **ts, size_t n,
 		return -ENOMEM;
 	r->done = done;
 	r->arg = arg;
+	snprintf(r->owner, sizeof(r->owner), "%s", who->key);
+	r->all = who->all;
 	pthread_mutex_lock(&s->lock);
-	if (s->nruns >= SCHED_MAX_PROFILES) {
+	rc = admit(s, who);
+	if (rc < 0) {
 		pthread_mutex_unlock(&s->lock);
 		r->ts = NULL; /* still the caller's */
 		r->n = 0;
 		profile_free(r);
-		return -EAGAIN;
+		return rc;
 	}
 	for (size_t i = 0; i < n; i++) {
 		atomic_fetch_add(&ts[i]->profiled, 1);
@@ -316,6 +377,7 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 	s->profile_ns =
 		profile_hz > 0 ? 1000000000ull / (uint64_t)profile_hz : 0;
 	s->timeout_ms = timeout_ms;
+	s->per_user = SCHED_PROFILES_PER_USER;
 	/* One slot per possible target: the flag keeps it to one each. */
 	s->cap = REGISTRY_MAX_TARGETS + REGISTRY_MAX_PTRACED;
 	/* an array of pointers */
