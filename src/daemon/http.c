@@ -785,7 +785,10 @@ static enum MHD_Result refuse_profile(struct http *h, struct MHD_Connection *c,
  * target the requester may see, or of ?pid=N, over the next ?seconds=N
  * (30 by default), sampled by the scheduler at --profile-hz (profile.h).
  * The connection is suspended meanwhile, so it holds no HTTP thread; when
- * the run is finished, MHD calls again and the profile is the answer.
+ * the run is finished, MHD calls again and the profile is the answer. A
+ * run ends early when its client hangs up (the scheduler watches the
+ * connection's socket, which MHD does not while it is suspended): then
+ * the connection is closed without an answer.
  */
 static enum MHD_Result handle_pprof_profile(struct http *h,
 					    struct MHD_Connection *c,
@@ -794,7 +797,7 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct conn *cn = ci ? ci->socket_context : NULL;
-	struct sched_requester who = { acc->peer.key, acc->all };
+	struct sched_requester who = { acc->peer.key, acc->all, -1 };
 	struct profile_run *r;
 	struct query_pprof rq;
 	struct query_args a;
@@ -813,6 +816,10 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 		cn->finished = false;
 	}
 	pthread_mutex_unlock(&h->prof_lock);
+	if (r && r->rc == -ECONNABORTED) { /* its client hung up */
+		profile_free(r);
+		return MHD_NO;
+	}
 	if (r) { /* called again, the run finished */
 		void *body = r->out;
 		size_t len = r->len;
@@ -838,6 +845,9 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 				  "a profile has no text form (debug=0 only)");
 	if (!targets_of(h, c, acc, rq.pid, QUERY_TEXT, &ts, &n, &ret))
 		return ret;
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		who.fd = ci->connect_fd;
 	pthread_mutex_lock(&h->prof_lock);
 	cn->finished = false;
 	rc = sched_profile(h->sched, ts, n, rq.seconds, &who, profile_done, cn,

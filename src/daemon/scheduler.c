@@ -2,7 +2,9 @@
  * scheduler.c - one scheduler thread, a fixed pool of workers and a queue
  * that cannot grow past the number of targets (scheduler.h).
  */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #define MIN_PASS_NS 1000000ull	  /* each pass waits at least 1 ms */
 #define MAX_PASS_NS 1000000000ull /* and at most 1 s: new targets */
+#define WATCH_NS ((uint64_t)SCHED_WATCH_MS * 1000000ull)
 
 struct scheduler {
 	struct registry *reg;
@@ -40,7 +43,8 @@ struct scheduler {
 	bool stop;
 	struct profile_run *runs; /* in progress */
 	size_t nruns;
-	int per_user; /* runs of one requester at a time */
+	int per_user;		/* runs of one requester at a time */
+	uint64_t next_watch_ns; /* when the runs' clients are looked at */
 
 	pthread_t sched_thread;
 	pthread_t workers[SCHED_WORKERS];
@@ -114,23 +118,48 @@ static uint64_t pass_list(struct scheduler *s, uint64_t now, struct target **ts,
 }
 
 /*
- * Finishes the runs that ended by now (all of them when all): they leave
- * the list under the lock, so no worker feeds them any more, and are
- * finished outside it. Returns the earliest end of those left.
+ * Whether the client on fd hung up: end of stream (a close or a
+ * shutdown of its sending side), or a reset. Does not block; fd is a
+ * suspended connection's, which no one reads meanwhile.
+ */
+static bool client_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	if (fd < 0 || poll(&p, 1, 0) != 1)
+		return false;
+	return p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL);
+}
+
+/*
+ * Finishes the runs that ended by now (all of them when all), and those
+ * whose client hung up (looked at every WATCH_NS): they leave the list
+ * under the lock, so no worker feeds them any more, and are finished
+ * outside it. A run's fd is looked at only while the run is in the list:
+ * its connection stays suspended, and so open, until the run is
+ * finished. Returns the earliest end of those left, or the next look at
+ * their clients when sooner.
  */
 static uint64_t end_runs(struct scheduler *s, uint64_t now, bool all)
 {
 	struct profile_run *done = NULL, **pp, *r;
 	uint64_t earliest = UINT64_MAX;
+	bool watch;
 
 	pthread_mutex_lock(&s->lock);
+	watch = !all && now >= s->next_watch_ns;
+	if (watch)
+		s->next_watch_ns = now + WATCH_NS;
 	for (pp = &s->runs; (r = *pp);) {
-		if (!all && r->end_ns > now) {
+		bool gone = watch && client_gone(r->fd);
+
+		if (!all && !gone && r->end_ns > now) {
 			if (r->end_ns < earliest)
 				earliest = r->end_ns;
 			pp = &r->next;
 			continue;
 		}
+		r->abandoned = gone;
 		*pp = r->next;
 		s->nruns--;
 		for (size_t i = 0; i < r->n; i++)
@@ -138,10 +167,16 @@ static uint64_t end_runs(struct scheduler *s, uint64_t now, bool all)
 		r->next = done;
 		done = r;
 	}
+	if (s->runs && s->next_watch_ns < earliest)
+		earliest = s->next_watch_ns;
 	pthread_mutex_unlock(&s->lock);
 	while ((r = done)) {
 		done = r->next;
 		r->next = NULL;
+		if (r->abandoned)
+			log_debug("a profile run of %s ends: its client hung "
+				  "up",
+				  r->owner);
 		profile_finish(r); /* r may be freed from here on */
 	}
 	return earliest;
@@ -258,6 +293,7 @@ int sched_profile(struct scheduler *s, struct target **ts, size_t n,
 	r->arg = arg;
 	snprintf(r->owner, sizeof(r->owner), "%s", who->key);
 	r->all = who->all;
+	r->fd = who->fd;
 	pthread_mutex_lock(&s->lock);
 	rc = admit(s, who);
 	if (rc < 0) {

@@ -27,6 +27,7 @@
 #define SCHED_PROFILE_RESERVE 8
 /* Runs of one requester at a time (--max-profiles-per-user). */
 #define SCHED_PROFILES_PER_USER 4
+#define SCHED_WATCH_MS 250 /* how often the clients of runs are looked at */
 
 struct scheduler;
 struct profile_run;
@@ -35,11 +36,14 @@ struct profile_run;
  * Who asks for a profile run, for the limits on runs. A requester that
  * sees everything (root, the admin group, the token) has no share of its
  * own and may take the reserve; any other has at most the per-user
- * number of runs at a time, counted by key.
+ * number of runs at a time, counted by key. A run whose client hangs up
+ * (its socket fd reads end of stream, or fails) ends within
+ * SCHED_WATCH_MS.
  */
 struct sched_requester {
 	const char *key; /* peer.h's key: "uid N", an address, anonymous */
 	bool all;	 /* sees everything */
+	int fd;		 /* the client's socket; -1: not watched */
 };
 
 /*
@@ -69,9 +73,11 @@ size_t sched_profiles(struct scheduler *s);
 
 /*
  * Starts a profile run (profile.h) of ts (n targets: references the run
- * then owns) for seconds, for who (copied); done(arg) is called from the
- * scheduler's thread when it is finished, its profile in (*out)->out.
- * The caller frees the run
+ * then owns) for seconds, for who (copied; who->fd must stay open until
+ * done is called, which it does while the caller's connection is
+ * suspended); done(arg) is called from the scheduler's thread when it is
+ * finished, its profile in (*out)->out, or (*out)->rc -ECONNABORTED when
+ * it ended early because its client hung up. The caller frees the run
  * with profile_free() after done. Every run's targets are sampled once
  * for all runs. Returns 0; -EDQUOT when who has its per-user number of
  * runs already; -EAGAIN at SCHED_MAX_PROFILES runs; -ENOSPC when only
