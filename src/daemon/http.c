@@ -790,11 +790,52 @@ static void profile_done(void *arg)
 }
 
 /*
+ * The answer to a profile run that sched_profile() refused with rc: a
+ * 429 when the requester has its share of runs, a 503 when the daemon
+ * has all it takes (or all but root's reserve), each saying which limit.
+ */
+static enum MHD_Result refuse_profile(struct http *h, struct MHD_Connection *c,
+				      int rc)
+{
+	unsigned status = MHD_HTTP_SERVICE_UNAVAILABLE;
+	char why[256];
+
+	if (rc == -EDQUOT) {
+		status = MHD_HTTP_TOO_MANY_REQUESTS;
+		snprintf(why, sizeof(why),
+			 "you have %d profiles in progress already, the most "
+			 "one user may run at a time "
+			 "(--max-profiles-per-user)",
+			 sched_profiles_per_user(h->sched));
+	} else if (rc == -ENOSPC) {
+		snprintf(why, sizeof(why),
+			 "too many profiles in progress: the last %d of the "
+			 "%d the daemon runs at a time are kept for root, the "
+			 "admin group and the token",
+			 SCHED_PROFILE_RESERVE, SCHED_MAX_PROFILES);
+	} else if (rc == -EAGAIN) {
+		snprintf(why, sizeof(why),
+			 "too many profiles in progress: the daemon runs %d "
+			 "at a time",
+			 SCHED_MAX_PROFILES);
+	} else {
+		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+		snprintf(why, sizeof(why), "%s",
+			 rc == -ENOTSUP ? "profiles are off (--profile-hz)"
+					: "out of memory");
+	}
+	return send_error(c, status, QUERY_TEXT, why);
+}
+
+/*
  * /debug/pprof/profile and /debug/fgprof: a wall-clock profile of every
  * target the requester may see, or of ?pid=N, over the next ?seconds=N
  * (30 by default), sampled by the scheduler at --profile-hz (profile.h).
  * The connection is suspended meanwhile, so it holds no HTTP thread; when
- * the run is finished, MHD calls again and the profile is the answer.
+ * the run is finished, MHD calls again and the profile is the answer. A
+ * run ends early when its client hangs up (the scheduler watches the
+ * connection's socket, which MHD does not while it is suspended): then
+ * the connection is closed without an answer.
  */
 static enum MHD_Result handle_pprof_profile(struct http *h,
 					    struct MHD_Connection *c,
@@ -803,6 +844,7 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct conn *cn = ci ? ci->socket_context : NULL;
+	struct sched_requester who = { acc->peer.key, acc->all, -1 };
 	struct profile_run *r;
 	struct query_pprof rq;
 	struct query_args a;
@@ -821,6 +863,10 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 		cn->finished = false;
 	}
 	pthread_mutex_unlock(&h->prof_lock);
+	if (r && r->rc == -ECONNABORTED) { /* its client hung up */
+		profile_free(r);
+		return MHD_NO;
+	}
 	if (r) { /* called again, the run finished */
 		void *body = r->out;
 		size_t len = r->len;
@@ -846,9 +892,12 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 				  "a profile has no text form (debug=0 only)");
 	if (!targets_of(h, c, acc, rq.pid, QUERY_TEXT, &ts, &n, &ret))
 		return ret;
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		who.fd = ci->connect_fd;
 	pthread_mutex_lock(&h->prof_lock);
 	cn->finished = false;
-	rc = sched_profile(h->sched, ts, n, rq.seconds, profile_done, cn,
+	rc = sched_profile(h->sched, ts, n, rq.seconds, &who, profile_done, cn,
 			   &cn->prof);
 	if (rc == 0) {
 		MHD_suspend_connection(c);
@@ -860,13 +909,7 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 	if (rc == 0)
 		return MHD_YES;
 	registry_put_all(ts, n);
-	return send_error(c,
-			  rc == -EAGAIN ? MHD_HTTP_SERVICE_UNAVAILABLE
-					: MHD_HTTP_INTERNAL_SERVER_ERROR,
-			  QUERY_TEXT,
-			  rc == -EAGAIN	   ? "too many profiles in progress"
-			  : rc == -ENOTSUP ? "profiles are off (--profile-hz)"
-					   : "out of memory");
+	return refuse_profile(h, c, rc);
 }
 
 /*

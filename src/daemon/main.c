@@ -145,6 +145,7 @@ int main(int argc, char **argv)
 			sw_strerror(rc));
 		return 1;
 	}
+	sched_set_profiles_per_user(sched, o.max_profiles_per_user);
 	rc = http_start(&o, reg, &st, sched, &http, &port, why, sizeof(why));
 	if (rc < 0) {
 		fprintf(stderr, "stackwatchd: %s\n", why);

@@ -181,6 +181,9 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	gauge(&b, "stackwatch_scheduler_queue_depth_max",
 	      "The deepest the sampling queue has been.",
 	      sched_queue_max(sched));
+	gauge(&b, "stackwatch_profiles_in_progress",
+	      "Profile runs (/debug/pprof/profile) in progress.",
+	      sched_profiles(sched));
 	gauge(&b, "stackwatch_stuck_threads", "Threads the watchdog flags now.",
 	      stuck);
 	gauge(&b, "stackwatch_deadlocks",

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "options.h"
+#include "scheduler.h"
 #include "model/procfs.h"
 #include "model/paths.h"
 #include "stackwatch.h"
@@ -58,6 +59,9 @@ static const char usage[] =
 	"                          root's aside (default 1048576)\n"
 	"  --max-history-mib N     MiB of samples kept per user (default 256)\n"
 	"  --symbolize-budget MS   symbolizing time of one dump (default 500)\n"
+	"  --max-profiles-per-user N\n"
+	"                          profiles in progress per user, root\n"
+	"                          aside (default 4)\n"
 	"  --config FILE           key = value settings (default\n"
 	"                          " DEFAULT_CONFIG " when present)\n"
 	"  --log-level LEVEL       error, warning, notice, info or debug\n"
@@ -84,6 +88,7 @@ enum {
 	O_MAX_ADDRS,
 	O_MAX_HISTORY,
 	O_SYM_BUDGET,
+	O_MAX_PROFILES,
 	O_CONFIG,
 	O_LOG_LEVEL,
 	O_VERSION,
@@ -110,6 +115,7 @@ static const struct option longopts[] = {
 	{ "max-dump-addresses", required_argument, NULL, O_MAX_ADDRS },
 	{ "max-history-mib", required_argument, NULL, O_MAX_HISTORY },
 	{ "symbolize-budget", required_argument, NULL, O_SYM_BUDGET },
+	{ "max-profiles-per-user", required_argument, NULL, O_MAX_PROFILES },
 	{ "config", required_argument, NULL, O_CONFIG },
 	{ "log-level", required_argument, NULL, O_LOG_LEVEL },
 	{ "version", no_argument, NULL, O_VERSION },
@@ -243,6 +249,9 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_int(val, 1, 1048576, &o->max_history_mib);
 	case O_SYM_BUDGET:
 		return parse_int(val, 10, 60000, &o->symbolize_budget_ms);
+	case O_MAX_PROFILES:
+		return parse_int(val, 1, SCHED_MAX_PROFILES,
+				 &o->max_profiles_per_user);
 	case O_LOG_LEVEL:
 		if (log_parse_level(val, &lvl) < 0)
 			return -EINVAL;
@@ -310,6 +319,8 @@ static const char *expected(int key)
 		return "MiB, 1 to 1048576";
 	case O_SYM_BUDGET:
 		return "milliseconds, 10 to 60000";
+	case O_MAX_PROFILES:
+		return "a number, 1 to 64";
 	case O_LOG_LEVEL:
 		return "error, warning, notice, info or debug";
 	default:
@@ -450,6 +461,7 @@ static void set_defaults(struct options *o)
 	o->max_dump_addresses = 1 << 20;
 	o->max_history_mib = 256;
 	o->symbolize_budget_ms = 500;
+	o->max_profiles_per_user = SCHED_PROFILES_PER_USER;
 	o->log_level = LOG_LVL_NOTICE;
 }
 

@@ -30,11 +30,12 @@ struct options {
 	int max_dump_rate; /* per target per second */
 	int history;	   /* samples kept per target */
 	/* What one user (root aside where said) may cost the daemon. */
-	int max_targets_per_user; /* registered processes, root aside */
-	int max_ptraced_per_user; /* ptrace entries, admins aside */
-	int max_dump_addresses;	  /* in one dump, root's aside */
-	int max_history_mib;	  /* samples kept, all of the user's */
-	int symbolize_budget_ms;  /* symbolizing one dump, then no more */
+	int max_targets_per_user;  /* registered processes, root aside */
+	int max_ptraced_per_user;  /* ptrace entries, admins aside */
+	int max_dump_addresses;	   /* in one dump, root's aside */
+	int max_history_mib;	   /* samples kept, all of the user's */
+	int symbolize_budget_ms;   /* symbolizing one dump, then no more */
+	int max_profiles_per_user; /* profile runs at a time, root aside */
 	char config[4096];
 	enum log_level log_level;
 	char *allow_hosts[OPT_MAX_HOSTS]; /* extra Host names, owned */

@@ -94,6 +94,7 @@ struct profile_run *profile_new(struct target **ts, size_t n, int seconds,
 		return NULL;
 	r->ts = ts;
 	r->n = n;
+	r->fd = -1;
 	r->last_ns = calloc(n ? n : 1, sizeof(*r->last_ns));
 	r->b = pprof_new(types, 3, period, (int64_t)period_ns);
 	if (!r->last_ns || !r->b) {
@@ -174,6 +175,8 @@ void profile_finish(struct profile_run *r)
 		(int64_t)r->started_at.tv_sec * 1000000000 +
 			r->started_at.tv_nsec,
 		(int64_t)((now < r->end_ns ? now : r->end_ns) - r->start_ns));
+	if (r->rc == 0 && r->abandoned)
+		r->rc = -ECONNABORTED;
 	if (r->rc == 0)
 		r->rc = pprof_finish(r->b, &r->out, &r->len);
 	r->finished = true;

@@ -27,7 +27,12 @@ struct cpu_seen;
 
 struct profile_run {
 	struct profile_run *next; /* the scheduler's list */
-	struct target **ts;	  /* references, n of them */
+	/* The scheduler's too: whose run it is, and its client. */
+	char owner[64];	    /* the requester's key (peer.h) */
+	bool all;	    /* the requester sees everything */
+	int fd;		    /* the client's socket; -1: none */
+	bool abandoned;	    /* ended because the client hung up */
+	struct target **ts; /* references, n of them */
 	size_t n;
 	uint64_t *last_ns; /* per target: mono_ns of the last dump fed */
 	uint64_t period_ns;
@@ -58,7 +63,8 @@ void profile_feed(struct profile_run *r, const struct target *t,
 		  const struct sdump *sd);
 
 /*
- * Ends r: encodes what it has into r->out (r->rc on failure) and calls
+ * Ends r: encodes what it has into r->out (r->rc on failure; nothing and
+ * -ECONNABORTED when r->abandoned: no one is left to read it) and calls
  * r->done. Called once.
  */
 void profile_finish(struct profile_run *r);

@@ -2,9 +2,12 @@
  * scheduler.c - one scheduler thread, a fixed pool of workers and a queue
  * that cannot grow past the number of targets (scheduler.h).
  */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +22,7 @@
 
 #define MIN_PASS_NS 1000000ull	  /* each pass waits at least 1 ms */
 #define MAX_PASS_NS 1000000000ull /* and at most 1 s: new targets */
+#define WATCH_NS ((uint64_t)SCHED_WATCH_MS * 1000000ull)
 
 struct scheduler {
 	struct registry *reg;
@@ -39,6 +43,8 @@ struct scheduler {
 	bool stop;
 	struct profile_run *runs; /* in progress */
 	size_t nruns;
+	int per_user;		/* runs of one requester at a time */
+	uint64_t next_watch_ns; /* when the runs' clients are looked at */
 
 	pthread_t sched_thread;
 	pthread_t workers[SCHED_WORKERS];
@@ -112,23 +118,48 @@ static uint64_t pass_list(struct scheduler *s, uint64_t now, struct target **ts,
 }
 
 /*
- * Finishes the runs that ended by now (all of them when all): they leave
- * the list under the lock, so no worker feeds them any more, and are
- * finished outside it. Returns the earliest end of those left.
+ * Whether the client on fd hung up: end of stream (a close or a
+ * shutdown of its sending side), or a reset. Does not block; fd is a
+ * suspended connection's, which no one reads meanwhile.
+ */
+static bool client_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	if (fd < 0 || poll(&p, 1, 0) != 1)
+		return false;
+	return p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL);
+}
+
+/*
+ * Finishes the runs that ended by now (all of them when all), and those
+ * whose client hung up (looked at every WATCH_NS): they leave the list
+ * under the lock, so no worker feeds them any more, and are finished
+ * outside it. A run's fd is looked at only while the run is in the list:
+ * its connection stays suspended, and so open, until the run is
+ * finished. Returns the earliest end of those left, or the next look at
+ * their clients when sooner.
  */
 static uint64_t end_runs(struct scheduler *s, uint64_t now, bool all)
 {
 	struct profile_run *done = NULL, **pp, *r;
 	uint64_t earliest = UINT64_MAX;
+	bool watch;
 
 	pthread_mutex_lock(&s->lock);
+	watch = !all && now >= s->next_watch_ns;
+	if (watch)
+		s->next_watch_ns = now + WATCH_NS;
 	for (pp = &s->runs; (r = *pp);) {
-		if (!all && r->end_ns > now) {
+		bool gone = watch && client_gone(r->fd);
+
+		if (!all && !gone && r->end_ns > now) {
 			if (r->end_ns < earliest)
 				earliest = r->end_ns;
 			pp = &r->next;
 			continue;
 		}
+		r->abandoned = gone;
 		*pp = r->next;
 		s->nruns--;
 		for (size_t i = 0; i < r->n; i++)
@@ -136,10 +167,16 @@ static uint64_t end_runs(struct scheduler *s, uint64_t now, bool all)
 		r->next = done;
 		done = r;
 	}
+	if (s->runs && s->next_watch_ns < earliest)
+		earliest = s->next_watch_ns;
 	pthread_mutex_unlock(&s->lock);
 	while ((r = done)) {
 		done = r->next;
 		r->next = NULL;
+		if (r->abandoned)
+			log_debug("a profile run of %s ends: its client hung "
+				  "up",
+				  r->owner);
 		profile_finish(r); /* r may be freed from here on */
 	}
 	return earliest;
@@ -183,12 +220,68 @@ static void feed_runs(struct scheduler *s, const struct target *t,
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * Whether who may start one more run: 0, or sched_profile()'s refusal.
+ * Its own share first: that is what it can do something about. Called
+ * with s->lock held.
+ */
+static int admit(const struct scheduler *s, const struct sched_requester *who)
+{
+	int mine = 0;
+
+	if (!who->all) {
+		for (const struct profile_run *r = s->runs; r; r = r->next)
+			mine += !r->all && strcmp(r->owner, who->key) == 0;
+		if (mine >= s->per_user)
+			return -EDQUOT;
+	}
+	if (s->nruns >= SCHED_MAX_PROFILES)
+		return -EAGAIN;
+	if (!who->all && s->nruns >= SCHED_MAX_PROFILES - SCHED_PROFILE_RESERVE)
+		return -ENOSPC;
+	return 0;
+}
+
+void sched_set_profiles_per_user(struct scheduler *s, int n)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->per_user = n > 0 ? n : 1;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int sched_profiles_per_user(struct scheduler *s)
+{
+	int n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->per_user;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+size_t sched_profiles(struct scheduler *s)
+{
+	size_t n;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = s->nruns;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
 int sched_profile(struct scheduler *s, struct target **ts, size_t n,
-		  int seconds, void (*done)(void *arg), void *arg,
-		  struct profile_run **out)
+		  int seconds, const struct sched_requester *who,
+		  void (*done)(void *arg), void *arg, struct profile_run **out)
 {
 	struct profile_run *r;
 	uint64_t now = clock_now_ns();
+	int rc;
 
 	*out = NULL;
 	if (!s || !s->profile_ns)
@@ -198,13 +291,17 @@ int sched_profile(struct scheduler *s, struct target **ts, size_t n,
 		return -ENOMEM;
 	r->done = done;
 	r->arg = arg;
+	snprintf(r->owner, sizeof(r->owner), "%s", who->key);
+	r->all = who->all;
+	r->fd = who->fd;
 	pthread_mutex_lock(&s->lock);
-	if (s->nruns >= SCHED_MAX_PROFILES) {
+	rc = admit(s, who);
+	if (rc < 0) {
 		pthread_mutex_unlock(&s->lock);
 		r->ts = NULL; /* still the caller's */
 		r->n = 0;
 		profile_free(r);
-		return -EAGAIN;
+		return rc;
 	}
 	for (size_t i = 0; i < n; i++) {
 		atomic_fetch_add(&ts[i]->profiled, 1);
@@ -318,6 +415,7 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 	s->profile_ns =
 		profile_hz > 0 ? 1000000000ull / (uint64_t)profile_hz : 0;
 	s->timeout_ms = timeout_ms;
+	s->per_user = SCHED_PROFILES_PER_USER;
 	/* One slot per possible target: the flag keeps it to one each. */
 	s->cap = REGISTRY_MAX_TARGETS + REGISTRY_MAX_PTRACED;
 	/* an array of pointers */

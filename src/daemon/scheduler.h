@@ -15,6 +15,7 @@
 #ifndef SWD_SCHEDULER_H
 #define SWD_SCHEDULER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "registry.h"
@@ -22,9 +23,28 @@
 
 #define SCHED_WORKERS 4
 #define SCHED_MAX_PROFILES 64 /* profile runs at a time */
+/* Of them, the last ones only requesters who see everything may take. */
+#define SCHED_PROFILE_RESERVE 8
+/* Runs of one requester at a time (--max-profiles-per-user). */
+#define SCHED_PROFILES_PER_USER 4
+#define SCHED_WATCH_MS 250 /* how often the clients of runs are looked at */
 
 struct scheduler;
 struct profile_run;
+
+/*
+ * Who asks for a profile run, for the limits on runs. A requester that
+ * sees everything (root, the admin group, the token) has no share of its
+ * own and may take the reserve; any other has at most the per-user
+ * number of runs at a time, counted by key. A run whose client hangs up
+ * (its socket fd reads end of stream, or fails) ends within
+ * SCHED_WATCH_MS.
+ */
+struct sched_requester {
+	const char *key; /* peer.h's key: "uid N", an address, anonymous */
+	bool all;	 /* sees everything */
+	int fd;		 /* the client's socket; -1: not watched */
+};
 
 /*
  * Starts the scheduler and its workers sampling agents every interval_ms
@@ -39,17 +59,35 @@ int sched_start(struct registry *reg, struct stacks *st, int interval_ms,
 		struct scheduler **out);
 
 /*
+ * How many profile runs one requester that does not see everything may
+ * have at a time (at least 1; SCHED_PROFILES_PER_USER until set). s may
+ * be NULL.
+ */
+void sched_set_profiles_per_user(struct scheduler *s, int n);
+
+/* That number (0 when s is NULL). */
+int sched_profiles_per_user(struct scheduler *s);
+
+/* Profile runs in progress (0 when s is NULL). */
+size_t sched_profiles(struct scheduler *s);
+
+/*
  * Starts a profile run (profile.h) of ts (n targets: references the run
- * then owns) for seconds; done(arg) is called from the scheduler's thread
- * when it is finished, its profile in (*out)->out. The caller frees the
- * run with profile_free() after done. Every run's targets are sampled
- * once for all runs. Returns 0; -EAGAIN past SCHED_MAX_PROFILES runs,
- * -ENOTSUP when s is NULL or samples no profiles, -ENOMEM (then ts is
- * still the caller's).
+ * then owns) for seconds, for who (copied; who->fd must stay open until
+ * done is called, which it does while the caller's connection is
+ * suspended); done(arg) is called from the scheduler's thread when it is
+ * finished, its profile in (*out)->out, or (*out)->rc -ECONNABORTED when
+ * it ended early because its client hung up. The caller frees the run
+ * with profile_free() after done. Every run's targets are sampled once
+ * for all runs. Returns 0; -EDQUOT when who has its per-user number of
+ * runs already; -EAGAIN at SCHED_MAX_PROFILES runs; -ENOSPC when only
+ * the reserve is left and who does not see everything; -ENOTSUP when s
+ * is NULL or samples no profiles; -ENOMEM (after an error ts is still
+ * the caller's).
  */
 int sched_profile(struct scheduler *s, struct target **ts, size_t n,
-		  int seconds, void (*done)(void *arg), void *arg,
-		  struct profile_run **out);
+		  int seconds, const struct sched_requester *who,
+		  void (*done)(void *arg), void *arg, struct profile_run **out);
 
 /* Finishes every run now, with what it has (the daemon is stopping). */
 void sched_profile_end_all(struct scheduler *s);
