@@ -33,6 +33,7 @@ struct options {
 	int max_targets_per_user; /* registered processes, root aside */
 	int max_dump_addresses;	  /* in one dump, root's aside */
 	int max_history_mib;	  /* samples kept, all of the user's */
+	int max_jit_mib;	  /* parsed perf maps, all of the user's */
 	int symbolize_budget_ms;  /* symbolizing one dump, then no more */
 	char config[4096];
 	enum log_level log_level;

@@ -21,7 +21,10 @@
  *   the daemon's peak memory grows by less than 4 MiB and a little (the
  *   parse stops at the limit, it does not take the whole map first);
  * - the other process's small map still names its frame, and a small map
- *   in place of the big one names the frame again.
+ *   in place of the big one names the frame again;
+ * - a map shared by two processes that grows past half the limit ends up
+ *   naming both, though the first to look may have found no room for the
+ *   new version while the other still held the old one.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -118,9 +121,19 @@ static pid_t start_jit(void)
 	return pid;
 }
 
+/* Entries [from, from + n) above the generated code, node's form. */
+static void add_entries(FILE *f, const char *name, int from, int n)
+{
+	for (int i = from; i < from + n; i++)
+		fprintf(f,
+			"%llx 40 LazyCompile:*%sFn%d /srv/app/m%d.js:%d:%d\n",
+			0x3f0000000000ull + (unsigned long long)i * 64, name, i,
+			i % 1000, i % 5000, i % 80);
+}
+
 /*
  * Writes a perf map at path (a new file of nobody's): first the fixture's
- * generated code named name, then n more entries above it, node's form.
+ * generated code named name, then n more entries above it.
  */
 static bool write_map(const char *path, const char *name, int n)
 {
@@ -134,13 +147,20 @@ static bool write_map(const char *path, const char *name, int n)
 		return false;
 	}
 	fprintf(f, "%s %s %s\n", jit_addr, jit_size, name);
-	for (int i = 0; i < n; i++)
-		fprintf(f,
-			"%llx 40 LazyCompile:*%sFn%d /srv/app/m%d.js:%d:%d\n",
-			0x3f0000000000ull + (unsigned long long)i * 64, name, i,
-			i % 1000, i % 5000, i % 80);
+	add_entries(f, name, 0, n);
 	ok = fchown(fd, SEC_NOBODY, SEC_NOBODY) == 0;
 	return fclose(f) == 0 && ok;
+}
+
+/* Appends entries [from, from + n) to the map at path, as a JIT does. */
+static bool grow_map(const char *path, const char *name, int from, int n)
+{
+	FILE *f = fopen(path, "ae");
+
+	if (!f)
+		return false;
+	add_entries(f, name, from, n);
+	return fclose(f) == 0;
 }
 
 /* Makes the file at path (a hard link to it) pid's perf map, at once. */
@@ -343,6 +363,31 @@ static int log_count(const struct itest_daemon *d, const char *what, int n)
 	return count;
 }
 
+/*
+ * Two processes share a map of about 2.5 MiB that then grows past half the
+ * limit: while the other holds the old version, the first to look may find
+ * no room for the new one; once the other took it, both use it.
+ */
+static void test_growing(const struct itest_daemon *d)
+{
+	pid_t a = procs[2], b = procs[3];
+	char path[128];
+	bool ok;
+
+	snprintf(path, sizeof(path), "%s/grow.map", work);
+	ok = write_map(path, "grow", 36000) && place_map(path, a) &&
+	     place_map(path, b);
+	TAP_OK(ok && dump_names(d, a, "grow", NULL) &&
+		       dump_names(d, b, "grow", NULL),
+	       "a map of 36000 entries shared by two processes names both");
+	ok = grow_map(path, "grow", 36000, 4000);
+	(void)dump_names(d, a, "grow", NULL); /* room or not: either */
+	ok = ok && dump_names(d, b, "grow", NULL);
+	TAP_OK(ok && dump_names(d, a, "grow", NULL),
+	       "grown to 40000 entries (half the limit and more): the "
+	       "second to look takes it, and then the first uses it too");
+}
+
 static void test_over_limit(const struct itest_daemon *d)
 {
 	pid_t small = procs[0], big = procs[1];
@@ -405,6 +450,7 @@ static void test_over_limit(const struct itest_daemon *d)
 	       "the small map still names its process's code");
 	TAP_OK(small_map(big, "again") && dump_names(d, big, "again", NULL),
 	       "a small map in place of the big one names the code again");
+	test_growing(d);
 }
 
 static void with_small_limit(void)
