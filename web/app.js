@@ -259,6 +259,7 @@ class ProcessView {
     sec.append(this.header(), this.links());
     for (const c of p.deadlocks || []) sec.append(this.deadlockBox(c));
     if (p.lock_owners_unsupported) sec.append(el('p', { class: 'note locks-note' }, p.lock_owners_unsupported));
+    if (p.jit_map_refused) sec.append(el('p', { class: 'note jit-note' }, p.jit_map_refused));
     this.list = el('div', { class: 'groups' });
     this.buildGroups(FIRST_GROUPS);
     this.none = el('p', { class: 'note nomatch', hidden: true }, 'No group matches the filter.');

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "render/group.h"
 #include "render/render.h"
 #include "snapshot/snapshot.h"
+#include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
@@ -101,15 +103,18 @@ static int print(struct sw_dump *d, const char *format)
  */
 static void name_jit_frames(struct sw_dump *d, pid_t pid)
 {
+	struct jitcache *cache;
 	struct jitmap jm = { 0 };
 	char path[32];
 	struct stat st;
 
 	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0)
+	/* One map, read once: no limit but the parser's own. */
+	if (stat(path, &st) < 0 || jitcache_new(SIZE_MAX, &cache) < 0)
 		return;
-	jitmap_apply(&jm, pid, st.st_uid, d);
+	jitmap_apply(&jm, cache, pid, st.st_uid, d);
 	jitmap_release(&jm);
+	jitcache_free(cache);
 }
 
 /* Symbolizes, groups and prints d; frees it. */

@@ -135,6 +135,7 @@ int main(int argc, char **argv)
 	}
 	stacks_set_limits(&st, o.symbolize_budget_ms,
 			  (size_t)o.max_history_mib << 20);
+	stacks_set_jit_limit(&st, (size_t)o.max_jit_mib << 20);
 	notify_set_health(healthy, &st);
 	registry_keep_ptraced(reg, o.sample_ptrace);
 	rc = sched_start(reg, &st, o.sample_interval_ms,

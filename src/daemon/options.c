@@ -58,6 +58,8 @@ static const char usage[] =
 	"  --max-dump-addresses N  addresses in one dump of a user's process,\n"
 	"                          root's aside (default 1048576)\n"
 	"  --max-history-mib N     MiB of samples kept per user (default 256)\n"
+	"  --max-jit-mib N         MiB of parsed perf maps per user (default\n"
+	"                          128)\n"
 	"  --symbolize-budget MS   symbolizing time of one dump (default 500)\n"
 	"  --max-profiles-per-user N\n"
 	"                          profiles in progress per user, root\n"
@@ -87,6 +89,7 @@ enum {
 	O_MAX_PTRACED,
 	O_MAX_ADDRS,
 	O_MAX_HISTORY,
+	O_MAX_JIT,
 	O_SYM_BUDGET,
 	O_MAX_PROFILES,
 	O_CONFIG,
@@ -114,6 +117,7 @@ static const struct option longopts[] = {
 	{ "max-ptraced-per-user", required_argument, NULL, O_MAX_PTRACED },
 	{ "max-dump-addresses", required_argument, NULL, O_MAX_ADDRS },
 	{ "max-history-mib", required_argument, NULL, O_MAX_HISTORY },
+	{ "max-jit-mib", required_argument, NULL, O_MAX_JIT },
 	{ "symbolize-budget", required_argument, NULL, O_SYM_BUDGET },
 	{ "max-profiles-per-user", required_argument, NULL, O_MAX_PROFILES },
 	{ "config", required_argument, NULL, O_CONFIG },
@@ -247,6 +251,8 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_int(val, 1000, 16777216, &o->max_dump_addresses);
 	case O_MAX_HISTORY:
 		return parse_int(val, 1, 1048576, &o->max_history_mib);
+	case O_MAX_JIT:
+		return parse_int(val, 1, 1048576, &o->max_jit_mib);
 	case O_SYM_BUDGET:
 		return parse_int(val, 10, 60000, &o->symbolize_budget_ms);
 	case O_MAX_PROFILES:
@@ -460,6 +466,7 @@ static void set_defaults(struct options *o)
 	o->max_ptraced_per_user = 16;
 	o->max_dump_addresses = 1 << 20;
 	o->max_history_mib = 256;
+	o->max_jit_mib = 128;
 	o->symbolize_budget_ms = 500;
 	o->max_profiles_per_user = SCHED_PROFILES_PER_USER;
 	o->log_level = LOG_LVL_NOTICE;

@@ -34,6 +34,7 @@ struct options {
 	int max_ptraced_per_user;  /* ptrace entries, admins aside */
 	int max_dump_addresses;	   /* in one dump, root's aside */
 	int max_history_mib;	   /* samples kept, all of the user's */
+	int max_jit_mib;	   /* parsed perf maps, all of the user's */
 	int symbolize_budget_ms;   /* symbolizing one dump, then no more */
 	int max_profiles_per_user; /* profile runs at a time, root aside */
 	char config[4096];

@@ -3,16 +3,19 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "model/clock.h"
+#include "model/procfs.h"
 #include "render/group.h"
 #include "render/locks.h"
 #include "cond.h"
 #include "log.h"
 #include "modfile.h"
+#include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
 #include "stacks.h"
 
@@ -39,6 +42,8 @@ int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 	s->max_history_bytes = (size_t)256 << 20;
 	pthread_mutex_init(&s->sym_lock, NULL);
 	pthread_mutex_init(&s->use_lock, NULL);
+	if (jitcache_new(STACKS_DEFAULT_JIT_BYTES, &s->jit) < 0)
+		return -ENOMEM;
 	return sym_new(open_module, s, &s->sym);
 }
 
@@ -46,6 +51,8 @@ void stacks_release(struct stacks *s)
 {
 	sym_free(s->sym);
 	s->sym = NULL;
+	jitcache_free(s->jit);
+	s->jit = NULL;
 	free(s->use);
 	s->use = NULL;
 	pthread_mutex_destroy(&s->use_lock);
@@ -57,6 +64,11 @@ void stacks_set_limits(struct stacks *s, int symbolize_budget_ms,
 {
 	s->sym_budget_ns = (uint64_t)symbolize_budget_ms * 1000000ull;
 	s->max_history_bytes = max_history_bytes;
+}
+
+void stacks_set_jit_limit(struct stacks *s, size_t max_jit_bytes)
+{
+	jitcache_set_limit(s->jit, max_jit_bytes);
 }
 
 bool stacks_sym_stuck(struct stacks *s, uint64_t now_ns, uint64_t limit_ns)
@@ -136,7 +148,8 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 	}
 }
 
-static void name_jit_frames(struct target *t, struct sw_dump *d);
+static void name_jit_frames(struct stacks *s, struct target *t,
+			    struct sw_dump *d);
 
 int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 		int timeout_ms, bool symbols, struct sw_dump **out)
@@ -178,7 +191,7 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	if (mrc == 0)
 		modfile_maps_release(&mm);
 	if (rc == 0 && symbols)
-		name_jit_frames(t, d);
+		name_jit_frames(s, t, d);
 	if (rc == 0)
 		rc = group_dump(d);
 	if (rc < 0) {
@@ -229,19 +242,41 @@ struct target_svc {
 	struct jitmap jit; /* its perf map; used by the one dump in flight */
 };
 
-/* JIT frames named from t's perf map (jitmap.h). */
-static void name_jit_frames(struct target *t, struct sw_dump *d)
+/*
+ * JIT frames named from t's perf map (jitmap.h), from the maps shared by
+ * all targets. A map past its owner's limit leaves them unnamed and says
+ * so in d, and in the log when a target first finds itself so.
+ */
+static void name_jit_frames(struct stacks *s, struct target *t,
+			    struct sw_dump *d)
 {
-	bool refused;
+	struct jitmap *jm;
+	bool refused, over;
+	char why[192];
 
 	if (!t->svc || t->self)
 		return;
-	refused = t->svc->jit.refused;
-	jitmap_apply(&t->svc->jit, t->pid, t->uid, d);
-	if (t->svc->jit.refused && !refused)
+	jm = &t->svc->jit;
+	refused = jm->refused;
+	over = jm->over_limit;
+	jitmap_apply(jm, s->jit, t->pid, t->uid, d);
+	if (jm->refused && !refused)
 		log_debug("pid %d: its perf map is not a regular file of uid "
 			  "%u: not read",
 			  (int)t->pid, (unsigned)t->uid);
+	if (!jm->over_limit)
+		return;
+	snprintf(why, sizeof(why),
+		 "perf map /tmp/perf-%d.map not used: it does not fit in "
+		 "the %zu MiB that the perf maps of uid %u may take "
+		 "(--max-jit-mib)",
+		 (int)procfs_inner_pid(t->pid), jitcache_limit(s->jit) >> 20,
+		 (unsigned)t->uid);
+	free(d->jit_map_refused);
+	d->jit_map_refused = strdup(why);
+	if (!over)
+		log_notice("pid %d of uid %u: %s", (int)t->pid,
+			   (unsigned)t->uid, why);
 }
 
 static struct target_svc *svc_new(void)

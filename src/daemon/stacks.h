@@ -23,6 +23,7 @@
 #include "registry.h"
 #include "symbols/symbolize.h"
 
+struct jitcache;
 struct modfile_maps;
 
 /* Gives each target the service's state; for registry_start(). */
@@ -81,7 +82,8 @@ struct stacks {
 	pthread_mutex_t use_lock;	    /* use, nuse; a leaf */
 	struct stacks_use *use;
 	size_t nuse;
-	_Atomic int helpers; /* threads of all-target dumps, all requests */
+	_Atomic int helpers;  /* threads of all-target dumps, all requests */
+	struct jitcache *jit; /* the targets' perf maps, shared, per user */
 	struct stacks_metrics m;
 };
 
@@ -99,6 +101,15 @@ void stacks_release(struct stacks *s);
  */
 void stacks_set_limits(struct stacks *s, int symbolize_budget_ms,
 		       size_t max_history_bytes);
+
+/*
+ * The bytes that one user's perf maps may take together (default 128
+ * MiB, root's included), a map shared by several targets counted once. A
+ * map that does not fit is not used: its dump says so (jit_map_refused)
+ * and its JIT frames stay unnamed.
+ */
+#define STACKS_DEFAULT_JIT_BYTES ((size_t)128 << 20)
+void stacks_set_jit_limit(struct stacks *s, size_t max_jit_bytes);
 
 /* The bytes of samples uid keeps now. */
 size_t stacks_use_of(struct stacks *s, uid_t uid);

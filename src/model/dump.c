@@ -132,6 +132,8 @@ size_t dump_bytes(const struct sw_dump *d)
 
 	if (d->cmdline)
 		n += strlen(d->cmdline) + 1;
+	if (d->jit_map_refused)
+		n += strlen(d->jit_map_refused) + 1;
 	for (size_t i = 0; i < d->nthreads; i++) {
 		n += d->threads[i].nips * sizeof(uint64_t);
 		if (d->threads[i].error)
@@ -336,5 +338,6 @@ void sw_dump_free(struct sw_dump *d)
 	free(d->groups);
 	dump_release_mem(d);
 	free(d->cmdline);
+	free(d->jit_map_refused);
 	free(d);
 }

@@ -139,6 +139,9 @@ struct sw_dump {
 	uint64_t paused_us_total; /* ptrace: all threads' stops together */
 	bool symbolized;	  /* frames carry function/file/line */
 	bool symbols_partial;	  /* symbolizing stopped at its time budget */
+	/* Why the process's perf map was not used to name JIT frames (its
+	 * owner's limit), or NULL; owned. */
+	char *jit_map_refused;
 	/* After symbolization: N of the process's glibc 2.N (the newest
 	 * version its libc defines), 0 when no glibc was seen. */
 	unsigned glibc_minor;

@@ -475,7 +475,9 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 		(add_uint(o, "paused_us_max", d->paused_us_max) &&
 		 add_uint(o, "paused_us_total", d->paused_us_total))) &&
 	       (!d->symbols_partial ||
-		add_item(o, "symbols_partial", cJSON_CreateTrue()));
+		add_item(o, "symbols_partial", cJSON_CreateTrue())) &&
+	       (!d->jit_map_refused ||
+		add_str(o, "jit_map_refused", d->jit_map_refused));
 }
 
 /*

@@ -332,6 +332,11 @@ int render_text(const struct sw_dump *d, char **out)
 	if (d->symbols_partial)
 		put(&o, "(symbolizing stopped at its time budget: some frames "
 			"are addresses only)\n");
+	if (d->jit_map_refused) {
+		put(&o, "(");
+		put_name(&o, d->jit_map_refused);
+		put(&o, ")\n");
+	}
 	if (l.unsupported)
 		put(&o, "(%s)\n", l.unsupported);
 	put_deadlocks(&o, d, &l);

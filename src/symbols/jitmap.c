@@ -1,5 +1,10 @@
 /*
  * jitmap.c - perf maps of targets, found, checked and cached (jitmap.h).
+ *
+ * A target holds a reference to the map of the file it last read; a look
+ * that finds the file changed gives the old map back before it asks for
+ * the new one, so that a map growing close to its owner's limit is not
+ * refused for what its old version took.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,49 +16,33 @@
 #include <unistd.h>
 
 #include "model/procfs.h"
+#include "jitcache.h"
 #include "jitmap.h"
 #include "perfmap.h"
 
-/* Reads the last PERFMAP_MAX_BYTES of fd (size bytes) into *out. */
-static int read_tail(int fd, off_t size, char **out, size_t *len)
+/* Gives the map held back; the target holds none after. */
+static void drop(struct jitmap *jm)
 {
-	off_t from = size > (off_t)PERFMAP_MAX_BYTES
-			     ? size - (off_t)PERFMAP_MAX_BYTES
-			     : 0;
-	size_t want = (size_t)(size - from), got = 0;
-	char *buf = malloc(want + 1);
-
-	if (!buf)
-		return -ENOMEM;
-	while (got < want) {
-		ssize_t r = pread(fd, buf + got, want - got, from + (off_t)got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	if (from > 0) { /* cut in a line: start at the next one */
-		char *nl = memchr(buf, '\n', got);
-		size_t skip = nl ? (size_t)(nl + 1 - buf) : got;
-
-		memmove(buf, buf + skip, got - skip);
-		got -= skip;
-	}
-	*out = buf;
-	*len = got;
-	return 0;
+	jitcache_put(jm->cache, jm->map);
+	jm->map = NULL;
 }
 
-/* Makes jm hold the target's current map (or none). */
+/* Whether st is the file last found over its owner's limit, no shorter,
+ * while its owner's maps take no less than then: it would not fit now. */
+static bool still_too_big(const struct jitmap *jm, const struct stat *st)
+{
+	return jm->over_limit && jm->big_dev == st->st_dev &&
+	       jm->big_ino == st->st_ino && st->st_size >= jm->big_size &&
+	       jitcache_use_of(jm->cache, st->st_uid) >= jm->big_use;
+}
+
+/* Makes jm hold the target's current map (or none, and say why). */
 static void refresh(struct jitmap *jm, pid_t pid, uid_t uid)
 {
-	struct perfmap *pm;
-	char path[96], *buf;
+	char path[96];
 	struct stat st;
-	size_t len;
-	int fd;
+	bool too_big;
+	int fd, rc;
 
 	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)pid,
 		 (int)procfs_inner_pid(pid));
@@ -62,32 +51,32 @@ static void refresh(struct jitmap *jm, pid_t pid, uid_t uid)
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_uid != uid) {
 		jm->refused = fd >= 0;
+		jm->over_limit = false;
 		if (fd >= 0)
 			close(fd);
-		perfmap_free(jm->pm);
-		jm->pm = NULL;
-		return;
-	}
-	if (jm->pm && jm->dev == st.st_dev && jm->ino == st.st_ino &&
-	    jm->size == st.st_size && jm->mtime.tv_sec == st.st_mtim.tv_sec &&
-	    jm->mtime.tv_nsec == st.st_mtim.tv_nsec) {
-		jm->refused = false;
-		close(fd);
+		drop(jm);
 		return;
 	}
 	jm->refused = false;
-	if (read_tail(fd, st.st_size, &buf, &len) == 0) {
-		if (perfmap_parse(buf, len, &pm) == 0) {
-			perfmap_free(jm->pm);
-			jm->pm = pm;
-			jm->dev = st.st_dev;
-			jm->ino = st.st_ino;
-			jm->size = st.st_size;
-			jm->mtime = st.st_mtim;
-		}
-		free(buf);
+	if (jm->map && jitcache_same(jm->map, &st)) {
+		close(fd);
+		return;
 	}
+	/* The old version first: the new one may need its room. */
+	drop(jm);
+	/* A file too big to parse again may be held for another target. */
+	too_big = still_too_big(jm, &st);
+	rc = jitcache_get(jm->cache, fd, &st, !too_big, &jm->map);
 	close(fd);
+	if (too_big && rc == -ENOENT)
+		return;
+	jm->over_limit = rc == -EFBIG;
+	if (jm->over_limit) {
+		jm->big_dev = st.st_dev;
+		jm->big_ino = st.st_ino;
+		jm->big_size = st.st_size;
+		jm->big_use = jitcache_use_of(jm->cache, uid);
+	}
 }
 
 /* Whether some frame of d has no function. */
@@ -100,7 +89,7 @@ static bool needs_names(const struct sw_dump *d)
 	return false;
 }
 
-/* Appends the module "[jit]" spanning jm's map. Its index, or -1. */
+/* Appends the module "[jit]" spanning pm. Its index, or -1. */
 static int add_module(struct sw_dump *d, const struct perfmap *pm)
 {
 	struct sw_module *m;
@@ -119,15 +108,22 @@ static int add_module(struct sw_dump *d, const struct perfmap *pm)
 	return (int)d->nmodules++;
 }
 
-size_t jitmap_apply(struct jitmap *jm, pid_t pid, uid_t uid, struct sw_dump *d)
+size_t jitmap_apply(struct jitmap *jm, struct jitcache *cache, pid_t pid,
+		    uid_t uid, struct sw_dump *d)
 {
+	const struct perfmap *pm;
 	size_t named = 0;
 	int jit = -1;
 
 	if (!d->symbolized || !needs_names(d))
 		return 0;
+	if (jm->cache != cache) {
+		drop(jm);
+		jm->cache = cache;
+	}
 	refresh(jm, pid, uid);
-	if (!jm->pm)
+	pm = jitcache_perfmap(jm->map);
+	if (!pm)
 		return 0;
 	for (size_t i = 0; i < d->nthreads; i++) {
 		struct sw_thread *t = &d->threads[i];
@@ -145,10 +141,10 @@ size_t jitmap_apply(struct jitmap *jm, pid_t pid, uid_t uid, struct sw_dump *d)
 			 */
 			if (f->function)
 				continue;
-			name = perfmap_lookup(jm->pm, f->ip, NULL);
+			name = perfmap_lookup(pm, f->ip, NULL);
 			if (!name)
 				continue;
-			if (jit < 0 && (jit = add_module(d, jm->pm)) < 0)
+			if (jit < 0 && (jit = add_module(d, pm)) < 0)
 				return named;
 			f->function = dump_strdup(d, name);
 			if (!f->function)
@@ -163,6 +159,5 @@ size_t jitmap_apply(struct jitmap *jm, pid_t pid, uid_t uid, struct sw_dump *d)
 
 void jitmap_release(struct jitmap *jm)
 {
-	perfmap_free(jm->pm);
-	jm->pm = NULL;
+	drop(jm);
 }

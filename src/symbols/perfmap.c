@@ -6,25 +6,116 @@
  * one written last is kept, and an entry that runs into the next one is
  * cut where that one begins (JIT code that was freed and generated
  * again). So the table is a set of disjoint ranges.
+ *
+ * A map lives in two regions of pages of its own: its entries (24 bytes
+ * each) and their names, packed one after another. A region grows by a
+ * quarter at a time (mremap moves no bytes), each growth asked of the
+ * budget before it is made, and shrinks to what it holds when the parse
+ * ends; freeing a map hands its pages back to the system at once, whatever
+ * the allocator would have kept. The file is read through one buffer of
+ * 64 KiB, not at once.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "perfmap.h"
+
+#define REGION_MIN 16384u /* the first mapping of a region */
+#define READ_CHUNK 65536u /* bytes of the file read at a time */
+#define PAGE_ROUND 4096u  /* regions are whole pages of at least this */
 
 struct pm_entry {
 	uint64_t start;
 	uint64_t end;
-	size_t line; /* order in the file: later wins */
-	char *name;
+	uint32_t line; /* order in the file: later wins */
+	uint32_t name; /* offset of its name in names */
+};
+
+/* Pages mapped for one table; p NULL when size is 0. */
+struct region {
+	char *p;
+	size_t size; /* mapped */
+	size_t used;
 };
 
 struct perfmap {
-	struct pm_entry *e;
+	struct region entries; /* struct pm_entry[n] */
+	struct region names;   /* NUL-terminated names */
 	size_t n;
+	uint32_t lines;			     /* seen so far */
+	const struct perfmap_budget *budget; /* during the parse only */
 };
+
+static size_t round_page(size_t n)
+{
+	return (n + PAGE_ROUND - 1) & ~(size_t)(PAGE_ROUND - 1);
+}
+
+static int take(struct perfmap *pm, size_t more)
+{
+	if (!pm->budget || !pm->budget->take)
+		return 0;
+	return pm->budget->take(pm->budget->arg, more);
+}
+
+/* Moves r to size bytes (0: unmapped). 0 or -ENOMEM; r unchanged then. */
+static int region_resize(struct region *r, size_t size)
+{
+	void *p;
+
+	if (size == r->size)
+		return 0;
+	if (!size) {
+		munmap(r->p, r->size);
+		r->p = NULL;
+		r->size = 0;
+		return 0;
+	}
+	p = r->p ? mremap(r->p, r->size, size, MREMAP_MAYMOVE)
+		 : mmap(NULL, size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	r->p = p;
+	r->size = size;
+	return 0;
+}
+
+/*
+ * Room for more bytes in r: a quarter more than it has (at least what is
+ * needed), or just what is needed when the budget has no room for the
+ * quarter. The growth is taken from the budget before it is mapped; on
+ * an error, what was taken stays taken (the caller gives it all back).
+ */
+static int region_room(struct perfmap *pm, struct region *r, size_t more)
+{
+	size_t need, want;
+	int rc;
+
+	if (r->size - r->used >= more)
+		return 0;
+	if (more > PERFMAP_MAX_BYTES * 2u)
+		return -EFBIG;
+	need = round_page(r->used + more);
+	want = round_page(r->size + r->size / 4);
+	if (want < REGION_MIN)
+		want = REGION_MIN;
+	if (want < need)
+		want = need;
+	rc = take(pm, want - r->size);
+	if (rc < 0 && want > need) {
+		want = need;
+		rc = take(pm, want - r->size);
+	}
+	if (rc < 0)
+		return rc;
+	return region_resize(r, want);
+}
 
 /* Parses a hex number at *p (an optional 0x); false when there is none. */
 static bool parse_hex(const char **p, const char *end, uint64_t *out)
@@ -57,14 +148,22 @@ static bool parse_hex(const char **p, const char *end, uint64_t *out)
 	return true;
 }
 
-/* One line [s, end): appended to pm when it parses. 0 or -ENOMEM. */
-static int parse_line(struct perfmap *pm, size_t *cap, const char *s,
-		      const char *end, size_t line)
+/*
+ * One line [s, end): appended to pm when it parses. 0, -ENOMEM, -EFBIG
+ * (past what the table can index) or the budget's error.
+ */
+static int parse_line(struct perfmap *pm, const char *s, const char *end)
 {
+	uint32_t line = pm->lines;
 	uint64_t start, size;
 	struct pm_entry *e;
 	size_t n;
+	char *name;
+	int rc;
 
+	if (pm->lines == UINT32_MAX)
+		return -EFBIG;
+	pm->lines++;
 	if (!parse_hex(&s, end, &start) || s == end || *s != ' ')
 		return 0;
 	s++;
@@ -76,30 +175,48 @@ static int parse_line(struct perfmap *pm, size_t *cap, const char *s,
 		end--;
 	if (s == end || pm->n >= PERFMAP_MAX_ENTRIES)
 		return 0;
-	if (pm->n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 256;
-		void *ne = realloc(pm->e, ncap * sizeof(*pm->e));
-
-		if (!ne)
-			return -ENOMEM;
-		pm->e = ne;
-		*cap = ncap;
-	}
 	n = (size_t)(end - s);
 	if (n > PERFMAP_NAME_MAX)
 		n = PERFMAP_NAME_MAX;
-	e = &pm->e[pm->n];
-	e->name = malloc(n + 1);
-	if (!e->name)
-		return -ENOMEM;
+	if (pm->names.used + n + 1 > UINT32_MAX)
+		return -EFBIG;
+	rc = region_room(pm, &pm->entries, sizeof(*e));
+	if (rc == 0)
+		rc = region_room(pm, &pm->names, n + 1);
+	if (rc < 0)
+		return rc;
+	name = pm->names.p + pm->names.used;
 	for (size_t i = 0; i < n; i++) /* no NUL or control inside */
-		e->name[i] = (unsigned char)s[i] < 0x20 ? '?' : s[i];
-	e->name[n] = '\0';
+		name[i] = (unsigned char)s[i] < 0x20 ? '?' : s[i];
+	name[n] = '\0';
+	e = (struct pm_entry *)(void *)pm->entries.p + pm->n;
 	e->start = start;
 	e->end = start + size;
 	e->line = line;
+	e->name = (uint32_t)pm->names.used;
+	pm->names.used += n + 1;
+	pm->entries.used += sizeof(*e);
 	pm->n++;
 	return 0;
+}
+
+/* Every line of [p, end), the last one also without a newline. */
+static int parse_lines(struct perfmap *pm, const char *p, const char *end)
+{
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		int rc = parse_line(pm, p, nl ? nl : end);
+
+		if (rc < 0)
+			return rc;
+		p = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+static const struct pm_entry *entries(const struct perfmap *pm)
+{
+	return (const struct pm_entry *)(const void *)pm->entries.p;
 }
 
 static int by_start(const void *a, const void *b)
@@ -111,69 +228,168 @@ static int by_start(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-/* Sorts and makes the ranges disjoint (see the top of the file). */
+/*
+ * Sorts and makes the ranges disjoint (see the top of the file), then
+ * gives back the pages the entries no longer need. The names of entries
+ * dropped stay where they are: they were paid for.
+ */
 static void settle(struct perfmap *pm)
 {
+	struct pm_entry *e = (struct pm_entry *)(void *)pm->entries.p;
 	size_t w = 0;
 
 	if (pm->n)
-		qsort(pm->e, pm->n, sizeof(*pm->e), by_start);
+		qsort(e, pm->n, sizeof(*e), by_start);
 	for (size_t i = 0; i < pm->n; i++) {
 		/* The last of a run with the same start wins. */
-		if (i + 1 < pm->n && pm->e[i + 1].start == pm->e[i].start) {
-			free(pm->e[i].name);
+		if (i + 1 < pm->n && e[i + 1].start == e[i].start)
 			continue;
-		}
-		pm->e[w++] = pm->e[i];
+		e[w++] = e[i];
 	}
 	pm->n = w;
+	pm->entries.used = w * sizeof(*e);
 	for (size_t i = 0; i + 1 < pm->n; i++)
-		if (pm->e[i].end > pm->e[i + 1].start)
-			pm->e[i].end = pm->e[i + 1].start;
+		if (e[i].end > e[i + 1].start)
+			e[i].end = e[i + 1].start;
+	/* Shrinking never fails: a failure keeps the larger mapping. */
+	(void)region_resize(&pm->entries, round_page(pm->entries.used));
+	(void)region_resize(&pm->names, round_page(pm->names.used));
+}
+
+/* An empty map of budget (which may be NULL), its struct taken from it. */
+static int begin(const struct perfmap_budget *budget, struct perfmap **out)
+{
+	struct perfmap *pm;
+	int rc;
+
+	*out = NULL;
+	if (budget && budget->take) {
+		rc = budget->take(budget->arg, sizeof(*pm));
+		if (rc < 0)
+			return rc;
+	}
+	pm = calloc(1, sizeof(*pm));
+	if (!pm)
+		return -ENOMEM;
+	pm->budget = budget;
+	*out = pm;
+	return 0;
+}
+
+/* Ends pm's parse with rc: settled into *out, or freed. Returns rc. */
+static int finish(struct perfmap *pm, int rc, struct perfmap **out)
+{
+	*out = NULL;
+	if (rc < 0) {
+		perfmap_free(pm);
+		return rc;
+	}
+	pm->budget = NULL;
+	settle(pm);
+	*out = pm;
+	return 0;
 }
 
 int perfmap_parse(const char *buf, size_t len, struct perfmap **out)
 {
-	struct perfmap *pm = calloc(1, sizeof(*pm));
-	const char *p = buf, *end = buf + len;
-	size_t cap = 0, line = 0;
+	struct perfmap *pm;
+	int rc = begin(NULL, &pm);
+
+	if (rc < 0)
+		return rc;
+	return finish(pm, parse_lines(pm, buf, buf + len), out);
+}
+
+/*
+ * Reads [from, size) of fd through buf (READ_CHUNK bytes) into pm, line
+ * by line; skip: the first line is cut, and dropped. A line longer than
+ * the buffer is parsed from its first READ_CHUNK bytes (its name is cut
+ * far sooner) and the rest of it skipped.
+ */
+static int read_lines(struct perfmap *pm, int fd, off_t from, off_t size,
+		      char *buf, bool skip)
+{
+	size_t have = 0;
+	off_t pos = from;
+	int rc = 0;
+
+	while (pos < size && rc == 0) {
+		size_t want = READ_CHUNK - have;
+		const char *p = buf, *end, *nl;
+		ssize_t r;
+
+		if ((off_t)want > size - pos)
+			want = (size_t)(size - pos);
+		r = pread(fd, buf + have, want, pos);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		pos += r;
+		end = buf + have + r;
+		if (skip) { /* up to the end of a cut or overlong line */
+			nl = memchr(p, '\n', (size_t)(end - p));
+			p = nl ? nl + 1 : end;
+			skip = !nl;
+		}
+		nl = memrchr(p, '\n', (size_t)(end - p));
+		if (nl) {
+			rc = parse_lines(pm, p, nl + 1);
+			p = nl + 1;
+		} else if (p == buf && end == buf + READ_CHUNK) {
+			rc = parse_line(pm, p, end);
+			p = end;
+			skip = true;
+		}
+		have = (size_t)(end - p);
+		memmove(buf, p, have);
+	}
+	if (rc == 0 && have && !skip)
+		rc = parse_line(pm, buf, buf + have);
+	return rc;
+}
+
+int perfmap_read(int fd, off_t size, const struct perfmap_budget *budget,
+		 struct perfmap **out)
+{
+	off_t from = size > (off_t)PERFMAP_MAX_BYTES
+			     ? size - (off_t)PERFMAP_MAX_BYTES
+			     : 0;
+	struct perfmap *pm;
+	char *buf;
+	int rc;
 
 	*out = NULL;
-	if (!pm)
+	buf = malloc(READ_CHUNK);
+	if (!buf)
 		return -ENOMEM;
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-
-		if (parse_line(pm, &cap, p, le, line++) < 0) {
-			perfmap_free(pm);
-			return -ENOMEM;
-		}
-		p = nl ? nl + 1 : end;
-	}
-	settle(pm);
-	*out = pm;
-	return 0;
+	rc = begin(budget, &pm);
+	if (rc == 0)
+		rc = finish(pm, read_lines(pm, fd, from, size, buf, from > 0),
+			    out);
+	free(buf);
+	return rc;
 }
 
 const char *perfmap_lookup(const struct perfmap *pm, uint64_t ip,
 			   uint64_t *start)
 {
 	size_t lo = 0, hi = pm ? pm->n : 0;
+	const struct pm_entry *e = pm ? entries(pm) : NULL;
 
 	while (lo < hi) { /* the first entry starting after ip */
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (pm->e[mid].start <= ip)
+		if (e[mid].start <= ip)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == 0 || ip >= pm->e[lo - 1].end)
+	if (lo == 0 || ip >= e[lo - 1].end)
 		return NULL;
 	if (start)
-		*start = pm->e[lo - 1].start;
-	return pm->e[lo - 1].name;
+		*start = e[lo - 1].start;
+	return pm->names.p + e[lo - 1].name;
 }
 
 size_t perfmap_count(const struct perfmap *pm)
@@ -183,16 +399,20 @@ size_t perfmap_count(const struct perfmap *pm)
 
 void perfmap_range(const struct perfmap *pm, uint64_t *lo, uint64_t *hi)
 {
-	*lo = pm && pm->n ? pm->e[0].start : 0;
-	*hi = pm && pm->n ? pm->e[pm->n - 1].end : 0;
+	*lo = pm && pm->n ? entries(pm)[0].start : 0;
+	*hi = pm && pm->n ? entries(pm)[pm->n - 1].end : 0;
+}
+
+size_t perfmap_bytes(const struct perfmap *pm)
+{
+	return pm ? sizeof(*pm) + pm->entries.size + pm->names.size : 0;
 }
 
 void perfmap_free(struct perfmap *pm)
 {
 	if (!pm)
 		return;
-	for (size_t i = 0; i < pm->n; i++)
-		free(pm->e[i].name);
-	free(pm->e);
+	(void)region_resize(&pm->entries, 0);
+	(void)region_resize(&pm->names, 0);
 	free(pm);
 }

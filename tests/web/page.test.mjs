@@ -8,7 +8,8 @@
 // and a 1000-thread one, then checks what a person sees: the list, one
 // process with its groups and frames, the search box, expand/collapse,
 // copy, the flame graph, the format links, the stuck-thread hook, API
-// errors, auto-refresh, dark mode; and measures the render time of the
+// errors, auto-refresh, dark mode, the note of a refused perf map
+// (--max-jit-mib 1); and measures the render time of the
 // 1000-thread process. Screenshots go to $BUILD/web/. Each top-level test
 // prints one TAP line ("ok N - ...").
 //
@@ -20,7 +21,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { BUILD, Harness, root } from './harness.mjs';
@@ -81,7 +82,7 @@ async function goto(page, url) {
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  base = await h.daemon(['--sample-interval', '0']);
+  base = await h.daemon(['--sample-interval', '0', '--max-jit-mib', '1']);
   small.pid = await h.workload([]);
   big.pid = await h.workload(['--waiters', '1000']);
   await waitRegistered([small.pid, big.pid]);
@@ -564,6 +565,38 @@ test('every process is listed, searchable; one without the agent opens with its 
   await page.screenshot({ path: path.join(SHOTS, 'ptrace-process.png') });
   await page.close();
   plain.stdin.end();
+});
+
+test('a perf map past --max-jit-mib: the page says why JIT frames have no names', { skip: process.arch !== 'x64' && 'the fixture generates x86-64 code' }, async () => {
+  // Code generated at a fixed address, as a JIT's; no agent.
+  const jit = spawn(path.join(BUILD, 'fixtures/jit_target'), [], { stdio: ['ignore', 'pipe', 'ignore'] });
+  children.push(jit);
+  const code = await new Promise((resolve, reject) => {
+    let seen = '';
+    jit.stdout.setEncoding('utf8');
+    jit.stdout.on('data', (c) => {
+      seen += c;
+      const m = /^ready (\S+) (\S+)$/m.exec(seen);
+      if (m) resolve(m);
+    });
+    jit.on('exit', () => reject(new Error('jit_target exited')));
+  });
+  // About 3 MiB once parsed, past the daemon's 1 MiB.
+  const lines = [`${code[1]} ${code[2]} JS:*generated`];
+  for (let i = 0; i < 40000; i++) lines.push(`${(0x3f0000000000 + i * 64).toString(16)} 40 LazyCompile:*fn${i} /srv/app.js:${i}:1`);
+  const map = `/tmp/perf-${jit.pid}.map`;
+  writeFileSync(map, lines.join('\n') + '\n');
+  try {
+    const page = await open(`/stacks?pid=${jit.pid}`);
+    assert.match(await page.textContent('.note.jit-note'),
+      /^perf map \/tmp\/perf-\d+\.map not used: it does not fit in the 1 MiB .*\(--max-jit-mib\)$/);
+    assert.match(await page.textContent('section.proc'), /jit_target_park/);
+    assert.doesNotMatch(await page.textContent('section.proc'), /JS:\*generated/);
+    await page.screenshot({ path: path.join(SHOTS, 'jit-refused.png') });
+    await page.close();
+  } finally {
+    unlinkSync(map);
+  }
 });
 
 test('a deadlock: in red at the top, the waits under each group, owners linked', async () => {
