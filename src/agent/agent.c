@@ -13,6 +13,14 @@
  * its own agent thread; after exec() the socket is gone (O_CLOEXEC) and a
  * re-loaded agent starts anew.
  *
+ * The program's stacks, command line and name go only to a daemon run by
+ * root or by the program's own effective uid. A socket at the default
+ * path must pass the path rule of model/sockcheck.h (for a user without
+ * $XDG_RUNTIME_DIR its directory is in /tmp, where anyone could have made
+ * it first), and every server, one named by $STACKWATCH_SOCKET too, the
+ * peer rule, before the HELLO. A socket that fails is treated as no
+ * daemon at all: retried with the backoff, silently.
+ *
  * The thread can be stopped and started again (agent_pause(), agent.h):
  * some calls work only in a process of one thread, or change credentials
  * in every thread at once (isolate.c), and our thread must not be in
@@ -45,6 +53,7 @@
 #include "model/clock.h"
 #include "model/paths.h"
 #include "model/procfs.h"
+#include "model/sockcheck.h"
 #include "model/wire.h"
 
 #define BACKOFF_MIN_MS 100
@@ -57,6 +66,9 @@ static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int agent_signo; /* nonzero once the handler is installed */
 static int told_signo;	/* the signal the daemon was last told */
 static pid_t agent_pid; /* the process the thread belongs to */
+
+/* sock_path is the default, not $STACKWATCH_SOCKET: its path is checked. */
+static bool sock_is_default;
 
 /*
  * The thread and its connection. conn_lock guards conn (with the identity
@@ -161,27 +173,37 @@ static int read_all(int fd, uint8_t *p, size_t n)
 }
 
 /*
- * Connects to the daemon and makes the socket the thread's connection.
- * Returns the descriptor, or a negative errno (-ECANCELED when asked to
- * stop meanwhile).
+ * Connects to the daemon and makes the socket the thread's connection,
+ * once the socket's path (the default one only) and its server passed
+ * the checks of model/sockcheck.h for our effective uid of now (a program
+ * may have changed it since it started). Returns the descriptor, or a
+ * negative errno (-EPERM for a socket that failed them, -ECANCELED when
+ * asked to stop meanwhile).
  */
 static int connect_daemon(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uid_t euid = geteuid();
 	struct stat st;
-	int fd;
+	int fd, err;
 
+	if (sock_is_default) {
+		err = sockcheck_path(sock_path, euid, NULL);
+		if (err < 0)
+			return err;
+	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	memcpy(sa.sun_path, sock_path, sizeof(sa.sun_path));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    fstat(fd, &st) < 0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
+		err = -errno;
+		goto out_close;
 	}
+	err = sockcheck_peer(fd, euid, NULL);
+	if (err < 0)
+		goto out_close;
 	pthread_mutex_lock(&conn_lock);
 	if (stopping()) {
 		pthread_mutex_unlock(&conn_lock);
@@ -193,6 +215,9 @@ static int connect_daemon(void)
 	conn_ino = st.st_ino;
 	pthread_mutex_unlock(&conn_lock);
 	return fd;
+out_close:
+	close(fd);
+	return err;
 }
 
 /* Closes the thread's connection, if the descriptor is still ours. */
@@ -437,10 +462,13 @@ static void atfork_child(void)
 __attribute__((constructor)) static void agent_init(void)
 {
 	const char *off = getenv("STACKWATCH_DISABLE");
+	const char *sock;
 	int rc;
 
 	if (off && strcmp(off, "1") == 0)
 		return;
+	sock = getenv("STACKWATCH_SOCKET");
+	sock_is_default = !sock || !*sock; /* as paths_agent_socket() does */
 	rc = paths_agent_socket(sock_path, sizeof(sock_path));
 	if (rc < 0) {
 		say("cannot use the agent socket path", rc);

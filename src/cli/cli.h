@@ -31,11 +31,21 @@ struct cli {
 	 */
 	const char *unix_socket;
 	char where[160]; /* the daemon, for messages: url or unix:PATH */
+	/*
+	 * Not empty when the chosen socket fails the ownership rule
+	 * (model/sockcheck.h): why, as a message. cli_get() then says it
+	 * and connects nowhere.
+	 */
+	char refused[512];
 };
 
 /*
  * Chooses the daemon's unix socket for cli (when no URL was given): the
- * first of the candidates above that is a socket. Sets cli->where.
+ * first of the candidates above that exists (buf, size bytes, holds the
+ * user's own path). One that only root or the user could have set up is
+ * used; any other is refused, with the reason in cli->refused, rather
+ * than passed over: which daemon answers must not be up to whoever
+ * planted it. Sets cli->where. Does not connect.
  */
 void cli_find_socket(struct cli *cli, char *buf, size_t size);
 
@@ -70,8 +80,10 @@ int cli_finish(int status);
  * daemon at cli->url. Returns CLI_OK with *resp owning a 2xx answer
  * (release it with http_response_release()), or an exit status after
  * printing why with nothing left to release: CLI_EUSAGE for a bad URL or
- * token, CLI_EREACH when no HTTP answer came back, CLI_EDAEMON for an
- * error status (the "error" of its JSON body is printed).
+ * token, CLI_EREACH when no HTTP answer came back or the daemon's socket
+ * is not to be trusted (cli->refused, or a server that is neither root nor
+ * the user: nothing is sent to it), CLI_EDAEMON for an error status (the
+ * "error" of its JSON body is printed).
  */
 int cli_get(const struct cli *cli, const char *target,
 	    struct http_response *resp);

@@ -7,11 +7,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "model/paths.h"
+#include "model/sockcheck.h"
 
 static const char short_usage[] =
 	"usage: stackwatch [--url URL] targets\n"
@@ -50,7 +51,9 @@ void cli_usage(FILE *f)
 	      "socket\n"
 	      "                  when there is one ($STACKWATCH_HTTP_SOCKET,\n"
 	      "                  /run/stackwatch/http.sock), "
-	      "else " CLI_DEFAULT_URL "\n"
+	      "else " CLI_DEFAULT_URL ";\n"
+	      "                  a socket not set up by root or you is "
+	      "refused\n"
 	      "  --version       print the version and exit\n"
 	      "  --help          print this help and exit\n"
 	      "\n"
@@ -106,20 +109,78 @@ int cli_finish(int status)
 	return status;
 }
 
+/*
+ * The message that refuses the socket at path (sc says why) into out (size
+ * bytes), control bytes replaced: the path may come from the environment.
+ */
+static void describe_refusal(const char *path, const struct sockcheck *sc,
+			     uid_t euid, char *out, size_t size)
+{
+	char why[256];
+
+	switch (sc->fault) {
+	case SOCKCHECK_LINK:
+		snprintf(why, sizeof(why), "it is a symbolic link");
+		break;
+	case SOCKCHECK_OWNER:
+		snprintf(why, sizeof(why),
+			 "it belongs to uid %u, not to root or to you (uid %u)",
+			 (unsigned)sc->uid, (unsigned)euid);
+		break;
+	case SOCKCHECK_DIR_LINK:
+		snprintf(why, sizeof(why),
+			 "its directory %s is a symbolic link", sc->dir);
+		break;
+	case SOCKCHECK_DIR_OWNER:
+		snprintf(
+			why, sizeof(why),
+			"its directory %s belongs to uid %u, not to root or to "
+			"you (uid %u)",
+			sc->dir, (unsigned)sc->uid, (unsigned)euid);
+		break;
+	case SOCKCHECK_DIR_WRITABLE:
+		snprintf(
+			why, sizeof(why),
+			"its directory %s may be written by others (mode %04o)",
+			sc->dir, (unsigned)(sc->mode & 07777));
+		break;
+	default:
+		snprintf(why, sizeof(why), "it fails the ownership check");
+		break;
+	}
+	snprintf(out, size,
+		 "not using the daemon socket %s: %s; name the daemon with "
+		 "--url or STACKWATCH_HTTP_SOCKET",
+		 path, why);
+	for (char *p = out; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 void cli_find_socket(struct cli *cli, char *buf, size_t size)
 {
 	const char *env = getenv("STACKWATCH_HTTP_SOCKET");
 	const char *cand[3] = { env && *env ? env : NULL, NULL,
 				"/run/stackwatch/http.sock" };
-	struct stat st;
+	uid_t euid = geteuid();
+	struct sockcheck sc;
 
 	if (paths_default_http_socket(buf, size) == 0)
 		cand[1] = buf;
 	for (int i = 0; i < 3; i++) {
-		if (!cand[i] || stat(cand[i], &st) < 0 || !S_ISSOCK(st.st_mode))
+		int rc;
+
+		if (!cand[i])
+			continue;
+		rc = sockcheck_path(cand[i], euid, &sc);
+		/* Nothing there to talk to: the next one, as ever. */
+		if (rc && rc != -EPERM && rc != -ELOOP)
 			continue;
 		cli->unix_socket = cand[i];
 		snprintf(cli->where, sizeof(cli->where), "unix:%s", cand[i]);
+		if (rc)
+			describe_refusal(cand[i], &sc, euid, cli->refused,
+					 sizeof(cli->refused));
 		return;
 	}
 }

@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "http.h"
+#include "model/sockcheck.h"
 #include "stackwatch.h"
 
 #define TOKEN_MAX 4096
@@ -296,6 +298,68 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
+/*
+ * The server behind a unix socket is checked (model/sockcheck.h) once
+ * libcurl has connected and before it sends the request, in the callback
+ * libcurl documents for that moment (CURLOPT_PREREQFUNCTION, 7.80.0).
+ * Connecting ourselves and handing libcurl a connected socket
+ * (CURL_SOCKOPT_ALREADY_CONNECTED) is not an option: libcurl 7.88, that
+ * of Debian 12, connects such a socket again and fails with EISCONN.
+ */
+#if LIBCURL_VERSION_NUM < 0x075000
+#error "libcurl 7.80.0 or later is needed (CURLOPT_PREREQFUNCTION)"
+#endif
+
+/* The unix socket's connection: its descriptor, and why it was dropped. */
+struct unix_conn {
+	curl_socket_t fd; /* the socket libcurl made, once it has */
+	int err;	  /* 0, or a negative errno: the request was not sent */
+	uid_t uid;	  /* the caller's effective uid */
+	uid_t peer;	  /* with err -EPERM: the server's uid */
+};
+
+/* CURLOPT_SOCKOPTFUNCTION: notes the socket libcurl is about to connect. */
+static int unix_sockopt(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	struct unix_conn *c = arg;
+
+	if (purpose == CURLSOCKTYPE_IPCXN)
+		c->fd = fd;
+	return CURL_SOCKOPT_OK;
+}
+
+/*
+ * CURLOPT_PREREQFUNCTION: lets the request go only to a server that is
+ * root or the caller (SO_PEERCRED of the connected socket); else aborts
+ * the transfer, nothing sent, with c->err set.
+ */
+static int unix_prereq(void *arg, char *primary_ip, char *local_ip,
+		       int primary_port, int local_port)
+{
+	struct unix_conn *c = arg;
+
+	(void)primary_ip;
+	(void)local_ip;
+	(void)primary_port;
+	(void)local_port;
+	c->err = c->fd == CURL_SOCKET_BAD
+			 ? -ENOTCONN
+			 : sockcheck_peer(c->fd, c->uid, &c->peer);
+	return c->err ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
+
+/* Why unix_prereq() stopped the request, as http_get()'s code. */
+static int unix_fail(const struct unix_conn *c, struct http_response *resp)
+{
+	if (c->err == -EPERM)
+		return fail(resp, -EPERM,
+			    "its server runs as uid %u, not as root or as you "
+			    "(uid %u): nothing was sent to it",
+			    (unsigned)c->peer, (unsigned)c->uid);
+	return fail(resp, c->err, "cannot tell who listens there: %s",
+		    sw_strerror(c->err));
+}
+
 /* A transfer's failure as one of http_get()'s codes, with its phrase. */
 static int curl_fail(CURL *h, CURLcode cc, const char *errbuf,
 		     const struct sink *s, const struct http_opts *opts,
@@ -353,6 +417,7 @@ int http_get(const char *base_url, const char *target,
 	struct http_opts defaults;
 	struct curl_slist *hdrs = NULL;
 	struct sink s = { 0 };
+	struct unix_conn uc = { .fd = CURL_SOCKET_BAD };
 	char *url = NULL, *noproxy = NULL;
 	const char *np;
 	long status = 0;
@@ -409,12 +474,21 @@ int http_get(const char *base_url, const char *target,
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
 	if (hdrs)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (opts->unix_socket)
+	if (opts->unix_socket) {
+		uc.uid = geteuid();
 		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH,
 				 opts->unix_socket);
+		curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, unix_sockopt);
+		curl_easy_setopt(h, CURLOPT_SOCKOPTDATA, &uc);
+		curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, unix_prereq);
+		curl_easy_setopt(h, CURLOPT_PREREQDATA, &uc);
+	}
 	cc = curl_easy_perform(h);
 	if (cc) {
-		rc = curl_fail(h, cc, errbuf, &s, opts, resp);
+		if (uc.err)
+			rc = unix_fail(&uc, resp);
+		else
+			rc = curl_fail(h, cc, errbuf, &s, opts, resp);
 		free(s.data);
 		goto out_easy;
 	}

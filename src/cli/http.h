@@ -19,7 +19,13 @@ struct http_opts {
 	int timeout_ms;	   /* total deadline: resolve, connect, send, receive */
 	size_t max_body;   /* cap on the decoded body, in bytes */
 	const char *token; /* sent as "Authorization: Bearer"; NULL: none */
-	const char *unix_socket; /* connect here instead (HTTP over it) */
+	/*
+	 * Connect here instead (HTTP over it). The server must be root or
+	 * the caller's effective uid (SO_PEERCRED), checked before anything
+	 * is sent; the path itself is the caller's to check
+	 * (model/sockcheck.h).
+	 */
+	const char *unix_socket;
 };
 
 struct http_response {
@@ -51,9 +57,10 @@ void http_opts_init(struct http_opts *opts);
  * http_response_release(). On failure *resp holds no body and
  * resp->error says why; returns -EINVAL (bad URL, target or token),
  * -EHOSTUNREACH (name not resolved), -ECONNREFUSED and the like when no
- * connection was made, -ETIMEDOUT, -ECONNRESET, SW_EFORMAT for an answer
- * that is not HTTP or is cut short, SW_ETOOBIG past the body cap, or
- * -ENOMEM. Thread-safe; does not raise SIGPIPE or SIGALRM.
+ * connection was made, -EPERM when the unix socket's server is neither
+ * root nor the caller (nothing was sent), -ETIMEDOUT, -ECONNRESET, SW_EFORMAT
+ * for an answer that is not HTTP or is cut short, SW_ETOOBIG past the body cap,
+ * or -ENOMEM. Thread-safe; does not raise SIGPIPE or SIGALRM.
  */
 int http_get(const char *base_url, const char *target,
 	     const struct http_opts *opts, struct http_response *resp);

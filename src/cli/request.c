@@ -91,6 +91,10 @@ int cli_get(const struct cli *cli, const char *target,
 	char why[128];
 	int rc;
 
+	if (cli->refused[0]) {
+		cli_error("%s", cli->refused);
+		return CLI_EREACH;
+	}
 	if (http_check_url(cli->url, why, sizeof(why)))
 		return cli_usage_error("bad URL '%s': %s", cli->url, why);
 	http_opts_init(&opts);
