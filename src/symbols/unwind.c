@@ -30,9 +30,8 @@
 
 #include "model/procfs.h"
 #include "model/waitmem.h"
+#include "modopen.h"
 #include "stackwatch.h"
-
-#define UNWIND_MAX_FILE (1ull << 30) /* a module file we open at most */
 
 struct unw {
 	const struct snap *s;
@@ -90,21 +89,6 @@ static Elf *self_vdso(void)
  */
 static __thread struct unw *tls_unw;
 
-static int open_regular(const char *path)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > UNWIND_MAX_FILE) {
-		close(fd);
-		return -EINVAL;
-	}
-	return fd;
-}
-
 /* Dwfl_Callbacks.find_elf for a snapshot: the caller's way to the file. */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 		    Dwarf_Addr base, char **file_name, Elf **elfp)
@@ -122,7 +106,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 	if (name[0] != '/' || !u)
 		return -1;
 	fd = u->open_fn ? u->open_fn(u->open_arg, base, name)
-			: open_regular(name);
+			: modopen_file(name, 0);
 	if (fd < 0)
 		return -1;
 	*file_name = strdup(name);
