@@ -22,6 +22,7 @@
 #include "snapshot/snapshot.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
+#include "symbols/modopen.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
 
@@ -65,6 +66,20 @@ static int unwind_open(void *arg, uint64_t start, const char *path)
 static int sym_open(void *arg, const struct sw_module *m)
 {
 	return open_in_root((pid_t)(intptr_t)arg, m->path);
+}
+
+/*
+ * A core's module file, by the path the core names (or --exe's, resolved)
+ * and the module file rule (symbols/modopen.h); never a relative name
+ * such as the vDSO's "[vdso]". The symbolizer checks the file's build-id
+ * against the one the core holds.
+ */
+static int core_sym_open(void *arg, const struct sw_module *m)
+{
+	(void)arg;
+	if (m->path[0] != '/')
+		return -ENOENT;
+	return modopen_resolved(m->path, NULL);
 }
 
 static int print(struct sw_dump *d, const char *format)
@@ -117,12 +132,15 @@ static void name_jit_frames(struct sw_dump *d, pid_t pid)
 	jitcache_free(cache);
 }
 
-/* Symbolizes, groups and prints d; frees it. */
-static int finish(struct sw_dump *d, pid_t root_pid, const char *format)
+/*
+ * Symbolizes (module files opened by open_fn, given root_pid), groups and
+ * prints d; frees it.
+ */
+static int finish(struct sw_dump *d, sym_open_fn open_fn, pid_t root_pid,
+		  const char *format)
 {
 	struct sym *sym = NULL;
-	int r = sym_new(root_pid > 0 ? sym_open : NULL,
-			(void *)(intptr_t)root_pid, &sym);
+	int r = sym_new(open_fn, (void *)(intptr_t)root_pid, &sym);
 
 	if (r == 0)
 		r = sym_dump(sym, d, true);
@@ -162,7 +180,7 @@ int cli_dump_local(long pid, const char *format)
 		return CLI_EDAEMON;
 	}
 	d->timeout_ms = OFFLINE_TIMEOUT_MS;
-	return finish(d, (pid_t)pid, format);
+	return finish(d, sym_open, (pid_t)pid, format);
 }
 
 int cli_dump_core(const char *core, const char *exe, const char *format)
@@ -175,5 +193,5 @@ int cli_dump_core(const char *core, const char *exe, const char *format)
 		cli_error("cannot read the core file: %s", why);
 		return CLI_EDAEMON;
 	}
-	return finish(d, 0, format);
+	return finish(d, core_sym_open, 0, format);
 }

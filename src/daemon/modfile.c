@@ -9,10 +9,12 @@
  * find the file mapping that holds the module's start, and open that
  * mapping's file: through /proc/PID/map_files when we may (root), else by
  * the kernel's path (through /proc/PID/root when the target lives in
- * another mount namespace) with O_NOFOLLOW|O_NONBLOCK and the same device
- * and inode as the mapping. Only regular files up to 1 GiB. The
- * symbolizer keys its sessions by the identity of the file so opened and
- * checks the build-id the agent sent against the file's own.
+ * another mount namespace) without following a final symlink, and with
+ * the same device and inode as the mapping. Either way by the module
+ * file rule that the CLI's core files use too (symbols/modopen.h):
+ * regular files up to 1 GiB only, never a FIFO or a device, never
+ * blocking. The symbolizer keys its sessions by the identity of the file so
+ * opened and checks the build-id the agent sent against the file's own.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,8 +29,8 @@
 
 #include "modfile.h"
 #include "stackwatch.h"
+#include "symbols/modopen.h"
 
-#define MODFILE_MAX_SIZE (1ull << 30)
 #define MAPS_MAX (8u << 20)
 
 bool modfile_parse_maps_line(char *line, struct mapping_info *mi)
@@ -166,7 +168,10 @@ static const struct modfile_mapping *mapping_of(const struct modfile_maps *mm,
 	return NULL;
 }
 
-/* Opens mp's file: its map_files link (root), else its path checked. */
+/*
+ * Opens mp's file: its map_files link (root; a link the kernel makes, so
+ * followed), else its path, checked.
+ */
 static int open_mapping(const struct modfile_maps *mm,
 			const struct modfile_mapping *mp)
 {
@@ -177,20 +182,18 @@ static int open_mapping(const struct modfile_maps *mm,
 	snprintf(fname, sizeof(fname), "/proc/%d/map_files/%lx-%lx",
 		 (int)mm->pid, (unsigned long)mp->start,
 		 (unsigned long)mp->end);
-	fd = open(fname, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = modopen_file(fname, MODOPEN_FOLLOW);
 	if (fd < 0) {
 		if (mm->same_ns)
 			snprintf(fname, sizeof(fname), "%s", mp->path);
 		else
 			snprintf(fname, sizeof(fname), "/proc/%d/root%s",
 				 (int)mm->pid, mp->path);
-		fd = open(fname,
-			  O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		fd = modopen_file(fname, 0);
 		if (fd < 0)
-			return -errno;
+			return fd;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > MODFILE_MAX_SIZE || st.st_ino != mp->ino ||
+	if (fstat(fd, &st) < 0 || st.st_ino != mp->ino ||
 	    st.st_dev != mp->dev) {
 		close(fd);
 		return -EPERM;

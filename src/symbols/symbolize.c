@@ -58,11 +58,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "modopen.h"
 #include "symbolize.h"
 #include "symrec.h"
 #include "symtab.h"
 
-#define SYM_MAX_FILE_SIZE (1ULL << 30)	/* largest file opened */
 #define SYM_MAX_INFLATED (512ULL << 20) /* compressed sections, inflated */
 #define SYM_MAX_MINIDEBUG (64ULL << 20) /* .gnu_debugdata, inflated */
 #define SYM_DEBUG_DIR "/usr/lib/debug"	/* separate debug info, by build-id */
@@ -254,47 +254,14 @@ static int cache_put(struct sym *s, struct symmod *sm, uint64_t off,
 
 /*
  * The default sym_open_fn, for in-process use where module paths come
- * from our own loader: opens m->path read-only without following a final
- * symlink, and only a regular file of at most SYM_MAX_FILE_SIZE. Loader
- * names are often symlinks (libz.so.1 -> libz.so.1.2.13), so on ELOOP the
- * path is resolved with realpath() and the result opened the same way.
- * Returns the fd or a negative errno.
+ * from our own loader: m->path by the module file rule, through the
+ * symlinks loader names often are (libz.so.1 -> libz.so.1.2.13)
+ * (modopen_resolved()). Returns the fd or a negative errno.
  */
 static int default_open(void *arg, const struct sw_module *m)
 {
-	const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
-	struct stat st;
-	char *real;
-	int fd, err;
-
 	(void)arg;
-	fd = open(m->path, flags);
-	if (fd < 0 && errno == ELOOP) {
-		real = realpath(m->path, NULL);
-		if (!real)
-			return -errno;
-		fd = open(real, flags);
-		err = errno;
-		free(real);
-		errno = err;
-	}
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out_close;
-	}
-	err = -EINVAL;
-	if (!S_ISREG(st.st_mode))
-		goto out_close;
-	err = -EFBIG;
-	if ((uint64_t)st.st_size > SYM_MAX_FILE_SIZE)
-		goto out_close;
-	return fd;
-
-out_close:
-	close(fd);
-	return err;
+	return modopen_resolved(m->path, NULL);
 }
 
 /*
@@ -304,16 +271,14 @@ out_close:
  * path a module names, which a hostile user could point into a directory
  * of its own holding a FIFO (a symbolizer blocked for good) or a symlink
  * to a file only root may read: the name must resolve inside the debug
- * directory, and the file is opened without following a final symlink
- * and without blocking, and must be regular and at most
- * SYM_MAX_FILE_SIZE. On success *real is its resolved path (malloc'd)
- * when real is not NULL.
+ * directory, and the file is opened by the module file rule (modopen.h:
+ * a regular file only, never blocking). On success *real is its resolved path
+ * (malloc'd) when real is not NULL.
  */
 static int open_debug_by_id(const uint8_t *id, size_t n, char **real)
 {
 	static const char dir[] = SYM_DEBUG_DIR "/.build-id/";
 	char path[sizeof(dir) + 2 * SW_BUILD_ID_MAX + 16], *res, *p;
-	struct stat st;
 	int fd = -1;
 
 	if (n < 2 || n > SW_BUILD_ID_MAX)
@@ -325,12 +290,8 @@ static int open_debug_by_id(const uint8_t *id, size_t n, char **real)
 	res = realpath(path, NULL);
 	if (!res || strncmp(res, SYM_DEBUG_DIR "/", sizeof(SYM_DEBUG_DIR)) != 0)
 		goto out;
-	fd = open(res, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-	if (fd < 0)
-		goto out;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > SYM_MAX_FILE_SIZE) {
-		close(fd);
+	fd = modopen_file(res, 0);
+	if (fd < 0) {
 		fd = -1;
 		goto out;
 	}

@@ -25,8 +25,9 @@ struct sym;
  * How the symbolizer opens a module's file, once per dump that uses the
  * module (the open file's identity selects the session). Returns an open
  * read-only fd the symbolizer owns, or a negative errno; NULL selects the
- * default, which opens m->path with O_RDONLY|O_CLOEXEC|O_NOFOLLOW|
- * O_NONBLOCK and accepts only a regular file of at most 1 GiB. The daemon
+ * default, which opens m->path by the module file rule (modopen.h: its
+ * symlinks resolved, only a regular file of at most 1 GiB, never
+ * blocking). The daemon
  * passes one that opens the file the target really maps at the module's
  * start, never the module's path.
  */

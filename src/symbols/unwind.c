@@ -6,9 +6,11 @@
  * every memory read is served from the copy of the thread being unwound.
  * libdwfl brings the rest: the modules from /proc/PID/maps, their
  * .eh_frame (or .debug_frame) call frame information, and its frame-
- * pointer fallback for code without any. Core files go through elfutils'
- * own core support, which does the same from the core's notes and
- * segments.
+ * pointer fallback for code without any. Core files are read by
+ * elfutils too (threads, registers and memory from the core's notes and
+ * segments), but their modules are found by corefile.c, which opens the
+ * files a core names only as module files (modopen.h): elfutils' own
+ * dwfl_core_file_report() would open them with a blocking open().
  */
 #include "unwind.h"
 
@@ -28,11 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "corefile.h"
 #include "model/procfs.h"
 #include "model/waitmem.h"
+#include "modopen.h"
 #include "stackwatch.h"
-
-#define UNWIND_MAX_FILE (1ull << 30) /* a module file we open at most */
 
 struct unw {
 	const struct snap *s;
@@ -90,21 +92,6 @@ static Elf *self_vdso(void)
  */
 static __thread struct unw *tls_unw;
 
-static int open_regular(const char *path)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size > UNWIND_MAX_FILE) {
-		close(fd);
-		return -EINVAL;
-	}
-	return fd;
-}
-
 /* Dwfl_Callbacks.find_elf for a snapshot: the caller's way to the file. */
 static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 		    Dwarf_Addr base, char **file_name, Elf **elfp)
@@ -122,7 +109,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 	if (name[0] != '/' || !u)
 		return -1;
 	fd = u->open_fn ? u->open_fn(u->open_arg, base, name)
-			: open_regular(name);
+			: modopen_file(name, 0);
 	if (fd < 0)
 		return -1;
 	*file_name = strdup(name);
@@ -288,12 +275,18 @@ static int module_cb(Dwfl_Module *mod, void **userdata, const char *name,
 	GElf_Addr id_vaddr;
 	int id_len;
 
-	(void)userdata;
 	(void)start;
 	if (d->nmodules >= SW_MAX_MODULES)
 		return DWARF_CB_ABORT;
-	if (!dwfl_module_getelf(mod, &bias))
-		return DWARF_CB_OK; /* no file: its frames stay addresses */
+	/*
+	 * Without a file, a snapshot's module is left out (its frames stay
+	 * addresses); a core's is kept, its bias known from the core, so
+	 * that its frames get its path and offset.
+	 */
+	if (!dwfl_module_getelf(mod, &bias) &&
+	    (d->method != SW_METHOD_CORE ||
+	     !corefile_module_bias(*userdata, &bias)))
+		return DWARF_CB_OK;
 	dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, &mainfile, NULL);
 	if (d->nmodules == ml->cap) {
 		size_t nc = ml->cap ? ml->cap * 2 : 64;
@@ -471,48 +464,14 @@ out:
 	return 0;
 }
 
-/*
- * Calls fn with each note of type type in the core (its descriptor, at
- * least size bytes) until fn returns nonzero; returns that, or 0.
- */
-static int core_notes(Elf *core, uint32_t type, size_t size,
-		      int (*fn)(const void *desc, void *arg), void *arg)
-{
-	size_t nph;
-
-	if (elf_getphdrnum(core, &nph) != 0)
-		return 0;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-		Elf_Data *data;
-		GElf_Nhdr nh;
-		size_t off = 0, name_off, desc_off;
-		int r;
-
-		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_NOTE)
-			continue;
-		data = elf_getdata_rawchunk(core, (int64_t)ph.p_offset,
-					    ph.p_filesz, ELF_T_NHDR);
-		while (data && off < data->d_size &&
-		       (off = gelf_getnote(data, off, &nh, &name_off,
-					   &desc_off)) > 0) {
-			if (nh.n_type != type || nh.n_descsz < size)
-				continue;
-			r = fn((const char *)data->d_buf + desc_off, arg);
-			if (r)
-				return r;
-		}
-	}
-	return 0;
-}
-
 /* The process name and arguments of an NT_PRPSINFO note, into d. */
-static int psinfo_note(const void *desc, void *arg)
+static int psinfo_note(const void *desc, size_t size, void *arg)
 {
 	struct sw_dump *d = arg;
 	prpsinfo_t ps;
 	char args[sizeof(ps.pr_psargs) + 1];
 
+	(void)size;
 	memcpy(&ps, desc, sizeof(ps));
 	memcpy(d->comm, ps.pr_fname,
 	       sizeof(d->comm) < sizeof(ps.pr_fname) ? sizeof(d->comm)
@@ -528,7 +487,7 @@ static int psinfo_note(const void *desc, void *arg)
 /* The process name and arguments from the core's NT_PRPSINFO note. */
 static void core_psinfo(Elf *core, struct sw_dump *d)
 {
-	core_notes(core, NT_PRPSINFO, sizeof(prpsinfo_t), psinfo_note, d);
+	corefile_notes(core, NT_PRPSINFO, sizeof(prpsinfo_t), psinfo_note, d);
 }
 
 struct core_walk {
@@ -592,26 +551,13 @@ static struct sw_thread *core_thread(struct sw_dump *d, pid_t tid)
 static void core_wait_mem(Elf *core, int fd, struct sw_wait *w)
 {
 	uint64_t from;
-	size_t len, nph;
+	size_t len;
 
 	waitmem_window(w, &from, &len);
 	w->mem_at = from;
 	w->nmem = 0;
-	if (elf_getphdrnum(core, &nph) != 0)
-		return;
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type != PT_LOAD ||
-		    from < ph.p_vaddr || from - ph.p_vaddr > ph.p_filesz ||
-		    ph.p_filesz - (from - ph.p_vaddr) < len)
-			continue;
-		if (pread(fd, w->mem, len,
-			  (off_t)(ph.p_offset + (from - ph.p_vaddr))) ==
-		    (ssize_t)len)
-			w->nmem = (uint32_t)len;
-		return;
-	}
+	if (corefile_read(core, fd, from, w->mem, len) == 0)
+		w->nmem = (uint32_t)len;
 }
 
 struct core_wait_walk {
@@ -621,13 +567,14 @@ struct core_wait_walk {
 };
 
 /* The futex wait of an NT_PRSTATUS note's thread, if it is in one. */
-static int prstatus_note(const void *desc, void *arg)
+static int prstatus_note(const void *desc, size_t size, void *arg)
 {
 #if defined(__x86_64__)
 	struct core_wait_walk *w = arg;
 	struct elf_prstatus ps;
 	struct sw_thread *t;
 
+	(void)size;
 	memcpy(&ps, desc, sizeof(ps));
 	/* restart_syscall: a timed wait stopped once before (snapshot.c). */
 	if ((long long)ps.pr_reg[ORIG_RAX] != SYS_futex &&
@@ -644,6 +591,7 @@ static int prstatus_note(const void *desc, void *arg)
 	core_wait_mem(w->core, w->fd, t->wait);
 #else
 	(void)desc;
+	(void)size;
 	(void)arg;
 #endif
 	return 0;
@@ -657,8 +605,8 @@ static int prstatus_note(const void *desc, void *arg)
 static int core_waits(Elf *core, int fd, struct sw_dump *d)
 {
 	struct core_wait_walk w = { core, fd, d };
-	int r = core_notes(core, NT_PRSTATUS, sizeof(struct elf_prstatus),
-			   prstatus_note, &w);
+	int r = corefile_notes(core, NT_PRSTATUS, sizeof(struct elf_prstatus),
+			       prstatus_note, &w);
 
 	return r < 0 ? r : 0;
 }
@@ -670,18 +618,24 @@ static int cmp_sw_thread(const void *a, const void *b)
 	return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
-static char *core_debuginfo_path;
-
+/*
+ * A core's modules are opened by corefile.c only. Separate debug files
+ * are not looked for: libdwfl's standard search opens the paths that a
+ * module's .gnu_debuglink names, in the module's own directory, which a
+ * core may point anywhere; the call frame information of the module's
+ * own file is enough to unwind, and the symbolizer finds debug files by
+ * build-id in the system's debug directory only.
+ */
 static const Dwfl_Callbacks core_callbacks = {
-	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
-	.debuginfo_path = &core_debuginfo_path,
+	.find_elf = corefile_find_elf,
+	.find_debuginfo = no_debuginfo,
 };
 
 int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		char *why, size_t why_size)
 {
 	struct core_walk w = { 0 };
+	struct corefile *cf = NULL;
 	struct sw_dump *d = NULL;
 	Dwfl *dwfl = NULL;
 	Elf *core = NULL;
@@ -690,7 +644,7 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 	int fd, r;
 
 	*out = NULL;
-	fd = open(core_path, O_RDONLY | O_CLOEXEC);
+	fd = open(core_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		r = -errno;
 		snprintf(why, why_size, "%s: %s", core_path, strerror(-r));
@@ -722,8 +676,10 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 	d->collected_at.tv_nsec = st.st_mtim.tv_nsec;
 	core_psinfo(core, d);
 	dwfl_report_begin(dwfl);
-	if (dwfl_core_file_report(dwfl, core, exe) < 0 ||
-	    dwfl_report_end(dwfl, NULL, NULL) != 0) {
+	r = corefile_report(dwfl, core, fd, exe, &cf, why, why_size);
+	if (r != 0)
+		goto out;
+	if (dwfl_report_end(dwfl, NULL, NULL) != 0) {
 		snprintf(why, why_size, "%s: %s", core_path, dwfl_errmsg(-1));
 		r = SW_EFORMAT;
 		goto out;
@@ -756,6 +712,7 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 out:
 	if (dwfl)
 		dwfl_end(dwfl);
+	corefile_free(cf); /* after dwfl_end(): the vDSO's image */
 	if (core)
 		elf_end(core);
 	close(fd);

@@ -1,0 +1,115 @@
+/*
+ * modopen.c - opens module files as regular files only (modopen.h).
+ *
+ * A path named from outside may lead anywhere: a FIFO (an open for
+ * reading blocks until a writer comes, which may be never), a device
+ * (whose driver acts on open: a watchdog armed, a tape rewound), a
+ * socket. So a path is first opened with O_PATH, which reaches the inode
+ * without opening the file itself, and checked with fstat; only a regular
+ * file of acceptable size is then opened for reading, through
+ * /proc/self/fd/N, which opens that very inode whatever the path has
+ * become meanwhile. The result is checked again (same inode, size).
+ */
+#define _GNU_SOURCE
+#include "modopen.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* 0 when st is a regular file we may read, else a negative errno. */
+static int check_stat(const struct stat *st)
+{
+	if (S_ISLNK(st->st_mode))
+		return -ELOOP;
+	if (!S_ISREG(st->st_mode))
+		return -EINVAL;
+	if ((uint64_t)st->st_size > MODOPEN_MAX_SIZE)
+		return -EFBIG;
+	return 0;
+}
+
+/*
+ * Opens for reading the regular file that pfd (an O_PATH descriptor)
+ * reaches. Without /proc (no /proc/self/fd), path is opened again
+ * instead, never following a final symlink unless follow, and must be
+ * the same inode as pfd's: a file swapped in between is refused after
+ * an open that O_NONBLOCK keeps from blocking.
+ */
+static int reopen(int pfd, const char *path, bool follow,
+		  const struct stat *pst)
+{
+	char self[40];
+	struct stat st;
+	int fd, err;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
+					(follow ? 0 : O_NOFOLLOW));
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out_close;
+	}
+	err = check_stat(&st);
+	if (err)
+		goto out_close;
+	err = -EPERM;
+	if (st.st_dev != pst->st_dev || st.st_ino != pst->st_ino)
+		goto out_close;
+	return fd;
+
+out_close:
+	close(fd);
+	return err;
+}
+
+int modopen_file(const char *path, unsigned flags)
+{
+	bool follow = flags & MODOPEN_FOLLOW;
+	struct stat st;
+	int pfd, fd;
+
+	pfd = open(path, O_PATH | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) < 0)
+		fd = -errno;
+	else if ((fd = check_stat(&st)) == 0)
+		fd = reopen(pfd, path, follow, &st);
+	close(pfd);
+	return fd;
+}
+
+/*
+ * realpath() resolves every symlink with lstat and readlink, which open
+ * nothing and never block, so a path through symlinked directories or
+ * ending in a symlink costs no safety: what it resolves to is opened as
+ * any other path, its last component without following, and checked
+ * before it is opened for reading. A directory swapped for a symlink
+ * after realpath() can only lead to another regular file that the caller
+ * could read anyway; callers that must have one particular file check
+ * its identity or build-id afterwards.
+ */
+int modopen_resolved(const char *path, char **real)
+{
+	char *res = realpath(path, NULL);
+	int fd;
+
+	if (!res)
+		return -errno;
+	fd = modopen_file(res, 0);
+	if (fd >= 0 && real) {
+		*real = res;
+		return fd;
+	}
+	free(res);
+	return fd;
+}

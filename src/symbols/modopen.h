@@ -1,0 +1,39 @@
+/*
+ * modopen.h - the one rule by which module files, debug files and
+ * executables are opened for reading, wherever their path came from (a
+ * process's maps, an agent's module list as checked by the daemon, a core
+ * file's notes, the command line): a regular file of at most
+ * MODOPEN_MAX_SIZE bytes, or nothing. Never a FIFO, a device or a socket,
+ * which is never even opened, so no open blocks and no driver sees us.
+ */
+#ifndef SW_MODOPEN_H
+#define SW_MODOPEN_H
+
+#include <stdint.h>
+
+#define MODOPEN_MAX_SIZE (1ull << 30) /* the largest file opened */
+
+/* modopen_file()'s flags. */
+#define MODOPEN_FOLLOW 1u /* path may end in a symlink: one we built */
+
+/*
+ * Opens path read-only (O_CLOEXEC, O_NONBLOCK), only if it is a regular
+ * file of at most MODOPEN_MAX_SIZE bytes. Without MODOPEN_FOLLOW a final
+ * symlink is refused (-ELOOP); with it, it is followed (for links the
+ * kernel makes, such as /proc/PID/map_files). Returns the fd, which the
+ * caller closes, or a negative errno: -EINVAL for anything but a regular
+ * file, -EFBIG for a larger one. Never blocks on the file; not
+ * async-signal-safe (it may use /proc/self/fd).
+ */
+int modopen_file(const char *path, unsigned flags);
+
+/*
+ * As modopen_file(), for a path that may go through symlinks or be one
+ * (libz.so.1 -> libz.so.1.2.13, /lib -> usr/lib): resolved first with
+ * realpath(), the result opened without following anything further. On
+ * success *real (when real is not NULL) is the resolved path, malloc'd.
+ * Returns the fd or a negative errno.
+ */
+int modopen_resolved(const char *path, char **real);
+
+#endif /* SW_MODOPEN_H */
