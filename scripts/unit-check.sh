@@ -147,6 +147,8 @@ Description=demo workload under the agent, as nobody, sandboxed
 [Service]
 ExecStart=/usr/local/libexec/sw-private/demo 5 3
 User=nobody
+# An agent built with AddressSanitizer (make asan) in a demo built without.
+Environment=ASAN_OPTIONS=verify_asan_link_order=0
 StandardError=append:$t/log/demo.log
 PrivateTmp=yes
 ProtectSystem=strict
