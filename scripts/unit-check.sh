@@ -8,27 +8,71 @@
 # shipped drop-in example. A probe then checks: the unit is active with
 # READY=1 and STATUS=, the demo registered and its frames are symbolized,
 # a process without the agent is dumped by the snapshot helper through
-# the unit's system call filter, WATCHDOG=1 keeps a 2 s watchdog happy, a stopped (SIGSTOP) daemon is
-# restarted by the watchdog, every HTTP endpoint answers, and "systemctl
-# stop" ends it with status 0.
+# the unit's system call filter, root over TCP (curl on 127.0.0.1:9407) is
+# known as root by the socket diagnostics and sees every process, WATCHDOG=1
+# keeps a 2 s watchdog happy, a stopped (SIGSTOP) daemon is restarted by the
+# watchdog, every HTTP endpoint answers, and "systemctl stop" ends it with
+# status 0.
 #
 # Usage: sh scripts/unit-check.sh [BUILD]   (as root; after make)
+#        sh scripts/unit-check.sh --can-run
 # Prints "ok - ..." / "not ok - ..." lines; exit status 0 when all pass.
-# Not part of "make check": it needs root, unshare(1) and systemd, takes
-# about 30 s, and systemd makes cgroups in this host's hierarchy (removed
-# again at the end).
+# It needs root, systemd, unshare(1) that may make namespaces, curl and a
+# cgroup hierarchy it may write, and takes about 15-40 s. --can-run only
+# tells whether this machine has those: exit 0, or 2 with the reason on
+# stdout (make check runs this script through tests/integration/unit.sh,
+# which skips where it cannot run). The namespaced systemd makes its
+# cgroups in this host's hierarchies, under a cgroup of this run's own
+# (sw-unit-check.PID), so that runs side by side do not meet; the last
+# check is that it and every process in it are gone.
 set -u
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:-${BUILD:-$root/build}}
-case "$BUILD" in /*) ;; *) BUILD=$root/$BUILD ;; esac
 systemd=/lib/systemd/systemd
+cg=sw-unit-check.$$
+cg_mounts=$(awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/self/mounts)
+# systemd's root cgroup is where it starts in the hierarchy that tracks
+# its processes (v1's name=systemd, or the unified one).
+own=$(awk '($3 == "cgroup" && $4 ~ /(^|,)name=systemd(,|$)/) ||
+	$3 == "cgroup2" { print $2 }' /proc/self/mounts)
 
-if [ "$(id -u)" != 0 ] || [ ! -x "$systemd" ] ||
-	! command -v unshare >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
-	echo "unit-check.sh: needs root, $systemd, unshare and curl" >&2
+# cannot_run - prints why this machine cannot run the check, or nothing.
+cannot_run() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "needs root"
+	elif [ ! -x "$systemd" ]; then
+		echo "needs systemd ($systemd)"
+	elif ! command -v unshare >/dev/null 2>&1 ||
+		! command -v curl >/dev/null 2>&1; then
+		echo "needs unshare and curl"
+	elif ! unshare --pid --fork --mount --mount-proc --net --uts --ipc \
+		true 2>/dev/null; then
+		echo "unshare cannot make PID, mount and network namespaces here"
+	elif [ -z "$own" ]; then
+		echo "no cgroup hierarchy for systemd (name=systemd or cgroup2)"
+	else
+		for m in $own; do
+			if ! mkdir "$m/$cg" 2>/dev/null; then
+				echo "cannot make a cgroup in $m"
+				return
+			fi
+			rmdir "$m/$cg"
+		done
+	fi
+}
+
+why=$(cannot_run)
+if [ "${1:-}" = --can-run ]; then
+	[ -z "$why" ] && exit 0
+	echo "$why"
 	exit 2
 fi
+if [ -n "$why" ]; then
+	echo "unit-check.sh: $why" >&2
+	exit 2
+fi
+BUILD=${1:-${BUILD:-$root/build}}
+case "$BUILD" in /*) ;; *) BUILD=$root/$BUILD ;; esac
 if [ ! -x "$BUILD/fixtures/demo" ]; then
 	echo "unit-check.sh: $BUILD/fixtures/demo is missing: make test-bins" >&2
 	exit 2
@@ -37,24 +81,35 @@ fi
 t=$(mktemp -d /tmp/sw-unit-check.XXXXXX) || exit 1
 chmod 755 "$t"
 ns_pid=""
-cleanup() {
-	[ -n "$ns_pid" ] && kill -KILL "$ns_pid" 2>/dev/null && wait "$ns_pid" 2>/dev/null
-	# The cgroups the namespaced systemd made (it had no time to remove
-	# them); their processes may take a moment to be gone.
-	for h in /sys/fs/cgroup/*/ /sys/fs/cgroup/; do
-		for d in "${h}system.slice/demo.service" \
-			"${h}system.slice/stackwatchd.service" \
-			"${h}system.slice/probe.service" "${h}system.slice" \
-			"${h}init.scope"; do
+
+# teardown - kills systemd and so its whole PID namespace, then removes
+# every cgroup of this run, deepest first; once their processes are gone
+# (a killed process leaves its cgroup a moment later), each within 10 s.
+# Returns 1 when something is left.
+teardown() {
+	if [ -n "$ns_pid" ]; then
+		kill -KILL "$ns_pid" 2>/dev/null
+		wait "$ns_pid" 2>/dev/null
+		ns_pid=""
+	fi
+	left=""
+	for m in $cg_mounts; do
+		[ -d "$m/$cg" ] || continue
+		while IFS= read -r d; do
 			i=0
-			while [ -d "$d" ] && [ $i -lt 50 ]; do
-				[ -z "$(cat "$d/cgroup.procs" 2>/dev/null)" ] &&
-					rmdir "$d" 2>/dev/null && break
+			while [ -d "$d" ] && ! rmdir "$d" 2>/dev/null && [ $i -lt 100 ]; do
 				sleep 0.1
 				i=$((i + 1))
 			done
-		done
+			[ -d "$d" ] && left="$left $d"
+		done <<-EOF
+			$(find "$m/$cg" -depth -type d 2>/dev/null)
+		EOF
 	done
+	[ -z "$left" ]
+}
+cleanup() {
+	teardown
 	rm -rf "$t"
 }
 trap cleanup EXIT
@@ -92,6 +147,8 @@ Description=demo workload under the agent, as nobody, sandboxed
 [Service]
 ExecStart=/usr/local/libexec/sw-private/demo 5 3
 User=nobody
+# An agent built with AddressSanitizer (make asan) in a demo built without.
+Environment=ASAN_OPTIONS=verify_asan_link_order=0
 StandardError=append:$t/log/demo.log
 PrivateTmp=yes
 ProtectSystem=strict
@@ -139,6 +196,11 @@ sleeper=$(systemctl show sleeper -p MainPID --value)
 curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock "http://localhost/api/v1/stacks?pid=$sleeper&format=text" \
 	>"$LOG/sleeper.txt"
 echo "sleeper-state=$(awk '/^State:/ { print $2 }' /proc/$sleeper/status)"
+# Root over TCP, known by the socket diagnostics (AF_NETLINK): the same
+# targets as on the unix socket, and root's own processes (the daemon).
+curl -s --max-time 5 http://127.0.0.1:9407/api/v1/targets >"$LOG/targets-tcp.json"
+echo "tcp-root-process=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
+	"http://127.0.0.1:9407/api/v1/stacks?pid=$(show MainPID)&format=text")"
 codes=""
 for path in /stacks "/stacks?pid=$demo" "/stacks?format=folded" \
 	/api/v1/stacks /api/v1/stuck "/api/v1/diff?pid=$demo&since=2" \
@@ -173,17 +235,31 @@ exec env container=other $systemd --system --unit=unit-check.target \
 	--log-target=console --log-level=warning
 EOF
 
-unshare --pid --fork --mount --mount-proc --net --uts --ipc \
-	--kill-child=SIGKILL sh "$t/boot.sh" >"$t/boot.log" 2>&1 &
+# systemd runs in a cgroup of this run's own, which it takes as its root:
+# init.scope, system.slice and the services' cgroups go under it. It uses
+# a v1 controller (memory, pids, ...) only where that cgroup exists there
+# too; not v1's cpu and cpuset: a new cgroup there has no real-time time
+# (the snapshot helper's SCHED_FIFO would fail) and no CPUs.
+awk '$3 == "cgroup" && $4 !~ /(^|,)cpu(set)?(,|$)/ { print $2 }' \
+	/proc/self/mounts | while IFS= read -r m; do
+	mkdir "$m/$cg" 2>/dev/null
+done
+set --
+for m in $own; do
+	set -- "$@" "$m/$cg"
+done
+sh -c 'for m; do
+	mkdir -p "$m" && echo $$ >"$m/cgroup.procs" || exit 1
+done
+exec unshare --pid --fork --mount --mount-proc --net --uts --ipc \
+	--kill-child=SIGKILL sh "'"$t"'/boot.sh"' sh "$@" >"$t/boot.log" 2>&1 &
 ns_pid=$!
 i=0
-while [ $i -lt 60 ] && ! grep -q PROBE-DONE "$t/log/probe.log" 2>/dev/null; do
+while [ $i -lt 60 ] && ! grep -q PROBE-DONE "$t/log/probe.log" 2>/dev/null &&
+	kill -0 "$ns_pid" 2>/dev/null; do
 	sleep 1
 	i=$((i + 1))
 done
-kill -KILL "$ns_pid" 2>/dev/null
-wait "$ns_pid" 2>/dev/null
-ns_pid=""
 
 failed=0
 check() {
@@ -215,12 +291,22 @@ check "with its frames symbolized" \
 check "and left running (S)" "$(is '^sleeper-state=S$' "$p")"
 check "every endpoint answers 200 in the sandbox:$(sed -n 's/^codes=//p' "$p")" \
 	"$(is '^codes= 200 200 200 200 200 200 200 200$' "$p")"
+check "root over TCP sees the demo of user nobody in the targets" \
+	"$(is '"comm":"demo","cmdline":"/usr/local/libexec/sw-private/demo 5 3","uid":65534' "$t/log/targets-tcp.json")"
+check "root over TCP dumps a process of root's (the daemon): $(sed -n 's/^tcp-root-process=//p' "$p")" \
+	"$(is '^tcp-root-process=200$' "$p")"
 check "a stopped daemon is restarted by the watchdog" \
 	"$(is '^after-stop=active restarts=1 pid-changed=yes$' "$p")"
 check "systemctl stop: STOPPING=1, exit status 0" "$(is '^stopped=success/0$' "$p")"
 check "the daemon's log has no warning or error" \
 	"$(grep -q '^<[0-4]>\|^stackwatchd:' "$t/log/daemon.log" || echo yes)"
 if [ "$failed" -ne 0 ]; then
-	sed 's/^/# /' "$p" "$t/log/daemon.log" "$t/log/targets.json" "$t/log/sleeper.txt" "$t/log/demo.log"
+	sed 's/^/# /' "$p" "$t/log/daemon.log" "$t/log/targets.json" \
+		"$t/log/targets-tcp.json" "$t/log/sleeper.txt" "$t/log/demo.log"
+fi
+if teardown; then
+	check "no process and no cgroup left (sw-unit-check.$$)" yes
+else
+	check "no process and no cgroup left:$left" no
 fi
 [ "$failed" -eq 0 ]

@@ -1,14 +1,26 @@
 /*
  * log.c - priority-prefixed lines on stderr (log.h). Each line goes out in
  * one write(2), so lines from different threads never interleave.
+ *
+ * Messages carry what targets chose (thread and program names, command
+ * lines, paths), so every byte that could forge or disguise a line is
+ * written as \xNN: controls (C0 but the line's own end, DEL, C1), the
+ * invisible and bidirectional formatting characters of utf8_unsafe(), and
+ * each byte that is not valid UTF-8; a backslash is doubled, so that an
+ * escape in the log always means a byte that was escaped. Valid UTF-8
+ * otherwise stays as it is, so names in any script remain readable.
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "model/utf8.h"
+
+#define LOG_LINE 1024 /* bytes of one line, its newline included */
 
 static volatile int max_level = LOG_LVL_NOTICE;
 
@@ -37,29 +49,79 @@ int log_parse_level(const char *s, enum log_level *out)
 	return -EINVAL;
 }
 
+/*
+ * Appends the len bytes of msg to line, which holds n bytes and has room
+ * for cap, escaped as the file comment says; stops before a character
+ * whose bytes or escape would not fit whole. Returns the new length.
+ * Async-signal-safe (no allocation, no locale).
+ */
+static size_t escape(char *line, size_t n, size_t cap, const char *msg,
+		     size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = (const unsigned char *)msg;
+	size_t i = 0;
+
+	while (i < len) {
+		uint32_t cp = 0;
+		/* msg is NUL-terminated: a sequence never reads past it. */
+		size_t k = utf8_seq(s + i, &cp);
+		bool bad = k == 0 || i + k > len || utf8_unsafe(cp);
+
+		if (bad) {
+			k = k == 0 || i + k > len ? 1 : k;
+			if (n + 4 * k > cap)
+				break;
+			for (size_t j = 0; j < k; j++) {
+				line[n++] = '\\';
+				line[n++] = 'x';
+				line[n++] = hex[s[i + j] >> 4];
+				line[n++] = hex[s[i + j] & 0xf];
+			}
+		} else if (cp == '\\') {
+			if (n + 2 > cap)
+				break;
+			line[n++] = '\\';
+			line[n++] = '\\';
+		} else {
+			if (n + k > cap)
+				break;
+			memcpy(line + n, s + i, k);
+			n += k;
+		}
+		i += k;
+	}
+	return n;
+}
+
 void log_msg(enum log_level lvl, const char *func, const char *fmt, ...)
 {
-	char line[1024];
+	char msg[LOG_LINE], line[LOG_LINE];
 	va_list ap;
-	int n, m;
+	size_t n, len;
+	int m;
 
 	if ((int)lvl > max_level)
 		return;
-	n = snprintf(line, sizeof(line), "<%d>", (int)lvl);
-	if (lvl >= LOG_LVL_DEBUG && func)
-		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s: ", func);
 	va_start(ap, fmt);
-	m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	m = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (m < 0)
 		return;
-	n += m;
-	if ((size_t)n > sizeof(line) - 2)
-		n = (int)sizeof(line) - 2;
-	/* One line per event: no embedded newline survives. */
-	for (int i = 0; i < n; i++)
-		if (line[i] == '\n')
-			line[i] = ' ';
+	len = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+	/* A message's own line end (libmicrohttpd's have one) is ours. */
+	while (len > 0 && msg[len - 1] == '\n')
+		msg[--len] = '\0';
+	m = snprintf(line, sizeof(line), "<%d>", (int)lvl);
+	n = (size_t)m;
+	if (lvl >= LOG_LVL_DEBUG && func) {
+		m = snprintf(line + n, sizeof(line) - n, "%s: ", func);
+		n = m < 0 ? n : n + (size_t)m;
+		if (n > sizeof(line) - 1)
+			n = sizeof(line) - 1;
+	}
+	/* One line per event: no byte of it can end it or start another. */
+	n = escape(line, n, sizeof(line) - 1, msg, len);
 	line[n++] = '\n';
-	(void)!write(STDERR_FILENO, line, (size_t)n);
+	(void)!write(STDERR_FILENO, line, n);
 }

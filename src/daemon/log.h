@@ -1,6 +1,8 @@
 /*
  * log.h - the daemon's log: one line per event on stderr, prefixed with a
- * syslog priority "<N>" that journald understands. Thread-safe.
+ * syslog priority "<N>" that journald understands. Thread-safe. Bytes of
+ * a message that could forge or disguise a line (controls, bidirectional
+ * and invisible characters, invalid UTF-8) are written as \xNN (log.c).
  */
 #ifndef SWD_LOG_H
 #define SWD_LOG_H

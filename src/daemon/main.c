@@ -83,14 +83,18 @@ int main(int argc, char **argv)
 	}
 	log_set_level(o.log_level);
 	if (o.token_file[0]) {
-		rc = options_read_token(o.token_file, &o.token);
+		char twhy[sizeof(o.token_file) + 160];
+
+		rc = options_read_token(o.token_file, &o.token, twhy,
+					sizeof(twhy));
 		if (rc < 0) {
 			fprintf(stderr,
 				"stackwatchd: cannot use the token file %s: "
 				"%s\n",
 				o.token_file,
-				rc == -EINVAL ? "empty or malformed token"
-					      : sw_strerror(rc));
+				twhy[0]		? twhy
+				: rc == -EINVAL ? "empty or malformed token"
+						: sw_strerror(rc));
 			options_release(&o);
 			return 1;
 		}

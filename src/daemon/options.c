@@ -9,16 +9,17 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "options.h"
 #include "scheduler.h"
-#include "model/procfs.h"
 #include "model/paths.h"
 #include "stackwatch.h"
 
@@ -37,6 +38,7 @@ static const char usage[] =
 	"  --admin-group NAME      its members see every process (default\n"
 	"                          'stackwatch' when that group exists)\n"
 	"  --token-file PATH       require 'Authorization: Bearer TOKEN'\n"
+	"                          (PATH: this user's alone, chmod 600)\n"
 	"  --allow-host NAME       accept this Host header too (repeatable)\n"
 	"  --sample-interval MS    periodic sampling, 0 = off (default 1000)\n"
 	"  --sample-ptrace         sample processes without the agent too,\n"
@@ -533,27 +535,87 @@ int options_parse(struct options *o, int argc, char **argv)
 }
 
 /*
- * Reads the token: the file's content with surrounding whitespace removed.
- * An empty token is an error: it would let anyone in.
+ * Checks the token file open on fd, as ssh checks a private key: a
+ * regular file of the daemon's own user that nobody else may read or
+ * write (no group or other permission bit at all). 0, or -EPERM with the
+ * reason and the fix in why.
  */
-int options_read_token(const char *path, char **out)
+static int check_token_file(int fd, const char *path, char *why, size_t whylen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(why, whylen, "not a regular file");
+		return -EPERM;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(why, whylen,
+			 "owned by uid %u, not by the daemon's user (uid %u); "
+			 "run: chown %u %s",
+			 (unsigned)st.st_uid, (unsigned)geteuid(),
+			 (unsigned)geteuid(), path);
+		return -EPERM;
+	}
+	if (st.st_mode & 077) {
+		snprintf(why, whylen,
+			 "group or others have access to it (mode %04o); "
+			 "run: chmod 600 %s",
+			 (unsigned)(st.st_mode & 07777), path);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Reads the token: the file's content with surrounding whitespace removed.
+ * An empty token is an error: it would let anyone in. The file opened is
+ * the one checked (a symbolic link is followed, then the file behind it is
+ * judged), without blocking on a FIFO or a device.
+ */
+int options_read_token(const char *path, char **out, char *why, size_t whylen)
 {
 	char buf[4097], *s, *e;
+	size_t got = 0;
 	ssize_t n;
+	int fd, rc;
 
-	n = procfs_read_at(-100 /* AT_FDCWD */, path, buf, sizeof(buf));
-	if (n < 0)
-		return n == -ESRCH ? -ENOENT : (int)n;
+	why[0] = '\0';
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	rc = check_token_file(fd, path, why, whylen);
+	if (rc < 0)
+		goto out_close;
+	while (got < sizeof(buf) - 1) {
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			goto out_close;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
 	s = buf;
 	while (*s && strchr(" \t\r\n", *s))
 		s++;
 	e = s + strlen(s);
 	while (e > s && strchr(" \t\r\n", e[-1]))
 		*--e = '\0';
-	if (!*s || strlen(s) != (size_t)(e - s))
-		return -EINVAL;
+	if (!*s || strlen(s) != (size_t)(e - s)) {
+		rc = -EINVAL;
+		goto out_close;
+	}
 	*out = strdup(s);
-	return *out ? 0 : -ENOMEM;
+	rc = *out ? 0 : -ENOMEM;
+out_close:
+	close(fd);
+	return rc;
 }
 
 void options_release(struct options *o)

@@ -6,6 +6,7 @@
 #define SWD_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "log.h"
 
@@ -53,10 +54,13 @@ int options_parse(struct options *o, int argc, char **argv);
 
 /*
  * Reads a token file: its content with surrounding whitespace removed.
- * Returns 0 with *out malloc'd, -EINVAL when it is empty or holds
- * whitespace inside, or the error of reading it.
+ * Returns 0 with *out malloc'd; -EPERM with the reason and its fix in why
+ * when the file is not a regular file of the daemon's euid that only that
+ * user may read and write (mode 0600 or less), as ssh demands of a key;
+ * -EINVAL when it is empty or holds whitespace inside; or the error of
+ * opening or reading it (why empty then).
  */
-int options_read_token(const char *path, char **out);
+int options_read_token(const char *path, char **out, char *why, size_t whylen);
 
 /* Frees what o owns. */
 void options_release(struct options *o);

@@ -170,6 +170,39 @@ fails "an unknown option" "^stackwatchd: bad option '--bogus'" --bogus
 fails "a token file that does not exist" "^stackwatchd: cannot use the token file $tmp/none: " \
 	--config /dev/null --listen 127.0.0.1:0 --agent-socket "$tmp/t.sock" \
 	--token-file "$tmp/none"
+# A token file anyone but the daemon's user may read or change is refused,
+# as ssh refuses such a key: the file opened is checked (a link is
+# followed), and one that is no regular file is not even read.
+tok_fails() {
+	fails "$1" "^stackwatchd: cannot use the token file $2: $3" \
+		--config /dev/null --listen 127.0.0.1:0 \
+		--agent-socket "$tmp/t.sock" --http-socket "$tmp/th.sock" \
+		--token-file "$2"
+}
+echo s3cret >"$tmp/tok644"
+chmod 644 "$tmp/tok644"
+tok_fails "a token file others may read (0644)" "$tmp/tok644" \
+	"group or others have access to it (mode 0644); run: chmod 600 $tmp/tok644\$"
+echo s3cret >"$tmp/tok620"
+chmod 620 "$tmp/tok620"
+tok_fails "a token file the group may write (0620)" "$tmp/tok620" \
+	".*(mode 0620); run: chmod 600 $tmp/tok620\$"
+ln -s "$tmp/tok644" "$tmp/toklink"
+tok_fails "a link to a 0644 token file (the file is checked)" "$tmp/toklink" \
+	".*(mode 0644); run: chmod 600 $tmp/toklink\$"
+mkfifo "$tmp/tokfifo"
+chmod 600 "$tmp/tokfifo"
+tok_fails "a FIFO as the token file (not opened for reading)" "$tmp/tokfifo" \
+	"not a regular file\$"
+if [ "$(id -u)" = 0 ]; then
+	echo s3cret >"$tmp/toknobody"
+	chmod 600 "$tmp/toknobody"
+	chown 65534 "$tmp/toknobody"
+	tok_fails "a token file of another user (nobody's, 0600)" "$tmp/toknobody" \
+		"owned by uid 65534, not by the daemon's user (uid 0); run: chown 0 $tmp/toknobody\$"
+else
+	ok "# SKIP a token file of another user: needs root"
+fi
 # A bad line stops at once, even when the command line would fix it.
 fails "a bad file is fatal even with the option on the command line" \
 	"$tmp/value.conf:2:" --config "$tmp/value.conf" --timeout 100
@@ -227,6 +260,7 @@ sed -e 's/^#\([a-z-]* = \)/\1/' \
 	-e "s|^token-file = .*|token-file = $tmp/token|" \
 	"$root/systemd/stackwatchd.conf.example" >"$tmp/example.conf"
 echo "  s3cret  " >"$tmp/token"
+chmod 600 "$tmp/token"
 if start "$tmp/example.log" --config "$tmp/example.conf"; then
 	ok "the example config, all settings on, is accepted"
 	if command -v curl >/dev/null 2>&1; then
@@ -234,7 +268,7 @@ if start "$tmp/example.log" --config "$tmp/example.conf"; then
 		code2=$(curl -s -o /dev/null -w '%{http_code}' \
 			-H 'Authorization: Bearer s3cret' "$url/api/v1/targets")
 		if [ "$code" = 401 ] && [ "$code2" = 200 ]; then
-			ok "its token-file applies (401 without, 200 with the token)"
+			ok "its token-file (0600) applies (401 without, 200 with the token)"
 		else
 			nok "its token-file applies (got $code and $code2)"
 		fi
