@@ -80,6 +80,7 @@ struct http {
 	int nallow_hosts;
 	gid_t admin_gid;	    /* (gid_t)-1: no admin group */
 	pthread_mutex_t prof_lock;  /* every conn's profile wait */
+	pthread_mutex_t job_lock;   /* every conn's offloaded request */
 	pthread_mutex_t peers_lock; /* peers */
 	struct peer_count {
 		char key[sizeof(((struct peer *)0)->key)]; /* "": free */
@@ -97,7 +98,37 @@ struct conn {
 	struct profile_run *prof;
 	bool suspended; /* c is suspended until the run is finished */
 	bool finished;	/* the run is finished: answer */
+	/* A request answered off MHD's threads (under job_lock). */
+	struct offload *job;
 };
+
+/*
+ * A request answered off MHD's threads. Its handler may wait for a
+ * snapshot's turn, an agent's answer or a symbolization: an MHD thread
+ * that waited would hold every other connection it serves, so that one
+ * user's slow requests could keep root's from being read at all. The
+ * connection is suspended meanwhile and resumed with the answer made.
+ */
+struct offload {
+	struct http *h;
+	struct MHD_Connection *c;
+	struct conn *cn;
+	struct access acc;
+	struct req {
+		struct query_args a; /* into the request: valid until done */
+		bool cross_site;
+		const char *if_none_match;
+		const char *url;
+	} rq;
+	bool done;
+	unsigned status;
+	struct MHD_Response *resp; /* the answer; NULL: close instead */
+};
+
+/* The offloaded request this thread answers; NULL on MHD's threads. */
+static __thread struct offload *answering;
+
+static void offload_free(struct offload *o);
 
 /*
  * Counts one more connection for key. Returns its slot, or NULL, counting
@@ -155,6 +186,14 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 		/* Closed after its run finished, before the answer. */
 		if (cn && cn->prof && cn->finished)
 			profile_free(cn->prof);
+		/* ... or after its offloaded request was answered (a request
+		 * in progress keeps its connection suspended: not here). */
+		if (cn) {
+			pthread_mutex_lock(&h->job_lock);
+			if (cn->job && cn->job->done)
+				offload_free(cn->job);
+			pthread_mutex_unlock(&h->job_lock);
+		}
 		free(cn);
 		*socket_context = NULL;
 		return;
@@ -201,11 +240,32 @@ static const char *const content_types[] = {
 	[QUERY_PPROF] = "application/octet-stream",
 };
 
+/*
+ * Queues r as the answer to c with status and drops our reference to it;
+ * on an offloaded request's thread, keeps it for MHD's thread instead
+ * (MHD takes answers only from its own).
+ */
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
+			       struct MHD_Response *r)
+{
+	enum MHD_Result ret;
+
+	if (answering) {
+		if (answering->resp)
+			MHD_destroy_response(answering->resp);
+		answering->status = status;
+		answering->resp = r;
+		return MHD_YES;
+	}
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
 static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 				 enum query_format fmt, char *body, size_t len)
 {
 	struct MHD_Response *r;
-	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
@@ -215,9 +275,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 	MHD_add_response_header(r, "Content-Type", content_types[fmt]);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
+	return respond(c, status, r);
 }
 
 /* A 500 for an answer that could not be made: never a 200 cut short. */
@@ -599,13 +657,10 @@ out:
  * a browser revalidate (304) instead of downloading the file again.
  */
 static enum MHD_Result send_asset(struct MHD_Connection *c,
-				  const struct web_asset *a)
+				  const struct web_asset *a, const char *inm)
 {
-	const char *inm = MHD_lookup_connection_value(
-		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
 	bool same = inm && strcmp(inm, a->etag) == 0;
 	struct MHD_Response *r;
-	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(same ? 0 : a->len, (void *)a->data,
 					    MHD_RESPMEM_PERSISTENT);
@@ -616,21 +671,19 @@ static enum MHD_Result send_asset(struct MHD_Connection *c,
 	MHD_add_response_header(r, "ETag", a->etag);
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(r, "Content-Security-Policy", HTTP_PAGE_CSP);
-	ret = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK,
-				 r);
-	MHD_destroy_response(r);
-	return ret;
+	return respond(c, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r);
 }
 
 /* /static/NAME: a file of the page, or a 404. */
-static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name)
+static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name,
+				     const char *inm)
 {
 	const struct web_asset *a = web_asset_find(name);
 
 	if (!a)
 		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
 				  "no such file");
-	return send_asset(c, a);
+	return send_asset(c, a, inm);
 }
 
 /*
@@ -719,28 +772,27 @@ static bool targets_of(struct http *h, struct MHD_Connection *c,
 
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct access *acc,
+				     const struct req *in,
 				     enum query_format dflt)
 {
 	struct query_stacks rq;
-	struct query_args a;
 	struct target **ts;
 	enum MHD_Result ret;
 	const char *bad;
 	size_t n;
 
-	get_args(c, &a);
-	bad = query_parse_stacks(&a, dflt, h->timeout_ms, &rq);
+	bad = query_parse_stacks(&in->a, dflt, h->timeout_ms, &rq);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST,
 				  dflt == QUERY_JSON ? QUERY_JSON : rq.format,
 				  bad);
 	/* The page itself signals nothing; its data requests do. */
-	if (rq.format != QUERY_HTML && cross_site(c))
+	if (rq.format != QUERY_HTML && in->cross_site)
 		return send_cross_site(c, rq.format);
 	if (!targets_of(h, c, acc, rq.pid, rq.format, &ts, &n, &ret))
 		return ret;
 	if (rq.format == QUERY_HTML)
-		ret = handle_static(c, "index.html");
+		ret = handle_static(c, "index.html", in->if_none_match);
 	else
 		ret = answer_stacks(h, c, acc, &rq, ts, n, rq.pid == 0);
 	registry_put_all(ts, n);
@@ -756,7 +808,6 @@ static enum MHD_Result send_pprof(struct MHD_Connection *c, const char *name,
 				  void *body, size_t len)
 {
 	struct MHD_Response *r;
-	enum MHD_Result ret;
 	char disp[96];
 
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -769,9 +820,7 @@ static enum MHD_Result send_pprof(struct MHD_Connection *c, const char *name,
 	MHD_add_response_header(r, "Content-Disposition", disp);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	return ret;
+	return respond(c, MHD_HTTP_OK, r);
 }
 
 /* A profile run is finished (the scheduler's thread): wake its request. */
@@ -923,10 +972,10 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 static enum MHD_Result handle_pprof_count(struct http *h,
 					  struct MHD_Connection *c,
 					  const struct access *acc,
+					  const struct req *in,
 					  const char *type)
 {
 	struct query_pprof rq;
-	struct query_args a;
 	struct target **ts;
 	struct sdump **sds = NULL;
 	const struct sw_dump **ds = NULL;
@@ -937,11 +986,10 @@ static enum MHD_Result handle_pprof_count(struct http *h,
 	void *body;
 	char why[256];
 
-	get_args(c, &a);
-	bad = query_parse_pprof(&a, h->timeout_ms, &rq);
+	bad = query_parse_pprof(&in->a, h->timeout_ms, &rq);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_TEXT, bad);
-	if (cross_site(c))
+	if (in->cross_site)
 		return send_cross_site(c, QUERY_TEXT);
 	if (!targets_of(h, c, acc, rq.pid, QUERY_TEXT, &ts, &n, &ret))
 		return ret;
@@ -1110,10 +1158,10 @@ static struct target *target_seen(struct http *h, struct MHD_Connection *c,
 }
 
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
-				   const struct access *acc)
+				   const struct access *acc,
+				   const struct req *in)
 {
 	enum MHD_Result ret;
-	struct query_args a;
 	struct query_diff q;
 	const char *bad;
 	struct target *t;
@@ -1121,11 +1169,10 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	cJSON *doc;
 	int rc;
 
-	get_args(c, &a);
-	bad = query_parse_diff(&a, h->timeout_ms, &q);
+	bad = query_parse_diff(&in->a, h->timeout_ms, &q);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
-	if (cross_site(c)) /* it dumps the process now */
+	if (in->cross_site) /* it dumps the process now */
 		return send_cross_site(c, QUERY_JSON);
 	t = target_seen(h, c, acc, q.pid, &ret);
 	if (!t)
@@ -1189,7 +1236,6 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 				      const struct access *acc)
 {
 	struct MHD_Response *r;
-	enum MHD_Result ret;
 	char *body;
 
 	if (metrics_render(h->st, h->reg, h->sched, acc, &body) < 0)
@@ -1202,16 +1248,13 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 	}
 	MHD_add_response_header(r, "Content-Type",
 				"text/plain; version=0.0.4; charset=utf-8");
-	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	return ret;
+	return respond(c, MHD_HTTP_OK, r);
 }
 
 static enum MHD_Result handle_redirect(struct MHD_Connection *c)
 {
 	static char body[] = "see /stacks\n";
 	struct MHD_Response *r;
-	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(strlen(body), body,
 					    MHD_RESPMEM_PERSISTENT);
@@ -1219,9 +1262,7 @@ static enum MHD_Result handle_redirect(struct MHD_Connection *c)
 		return MHD_NO;
 	MHD_add_response_header(r, "Location", "/stacks");
 	MHD_add_response_header(r, "Content-Type", content_types[QUERY_TEXT]);
-	ret = MHD_queue_response(c, MHD_HTTP_FOUND, r);
-	MHD_destroy_response(r);
-	return ret;
+	return respond(c, MHD_HTTP_FOUND, r);
 }
 
 static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
@@ -1315,7 +1356,6 @@ static bool host_allowed(const struct http *h, struct MHD_Connection *c)
 static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 {
 	struct MHD_Response *r;
-	enum MHD_Result ret;
 	char *body = strdup("{\"error\":\"a valid 'Authorization: Bearer' "
 			    "token is required\",\"status\":401}\n");
 
@@ -1330,8 +1370,123 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 	MHD_add_response_header(r, "Content-Type", content_types[QUERY_JSON]);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 				"Bearer realm=\"stackwatch\"");
-	ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
-	MHD_destroy_response(r);
+	return respond(c, MHD_HTTP_UNAUTHORIZED, r);
+}
+
+/* The endpoints that dump processes: answered off MHD's threads. */
+static bool offloaded(const char *url)
+{
+	return strcmp(url, "/stacks") == 0 ||
+	       strcmp(url, "/api/v1/stacks") == 0 ||
+	       strcmp(url, "/api/v1/diff") == 0 ||
+	       strcmp(url, "/debug/pprof/goroutine") == 0 ||
+	       strcmp(url, "/debug/pprof/threads") == 0;
+}
+
+/* Runs the handler of an offloaded request (o->rq.url), on any thread. */
+static enum MHD_Result run_offloaded(struct offload *o)
+{
+	const char *url = o->rq.url;
+	struct MHD_Connection *c = o->c;
+
+	if (strcmp(url, "/stacks") == 0)
+		return handle_stacks(o->h, c, &o->acc, &o->rq, QUERY_HTML);
+	if (strcmp(url, "/api/v1/stacks") == 0)
+		return handle_stacks(o->h, c, &o->acc, &o->rq, QUERY_JSON);
+	if (strcmp(url, "/api/v1/diff") == 0)
+		return handle_diff(o->h, c, &o->acc, &o->rq);
+	return handle_pprof_count(o->h, c, &o->acc, &o->rq,
+				  strcmp(url, "/debug/pprof/goroutine") == 0
+					  ? "goroutine"
+					  : "threads");
+}
+
+static void *offload_main(void *arg)
+{
+	struct offload *o = arg;
+	struct http *h = o->h;
+
+	answering = o;
+	if (run_offloaded(o) == MHD_NO && o->resp) {
+		MHD_destroy_response(o->resp);
+		o->resp = NULL;
+	}
+	answering = NULL;
+	pthread_mutex_lock(&h->job_lock);
+	o->done = true;
+	MHD_resume_connection(o->c);
+	pthread_mutex_unlock(&h->job_lock);
+	return NULL;
+}
+
+static void offload_free(struct offload *o)
+{
+	if (!o)
+		return;
+	if (o->resp)
+		MHD_destroy_response(o->resp);
+	free(o);
+}
+
+/*
+ * An offloaded request: on its first call, what the handler reads of
+ * the request is read here, the connection suspended and the handler
+ * started on a thread of its own; when MHD calls again (resumed), the
+ * answer it made is queued. Without a thread to spare, the handler runs
+ * here, as it would have before.
+ */
+static enum MHD_Result offload(struct http *h, struct MHD_Connection *c,
+			       const char *url, const struct access *acc)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *cn = ci ? ci->socket_context : NULL;
+	struct offload *o;
+	enum MHD_Result ret;
+	pthread_attr_t attr;
+	pthread_t thread;
+	int rc;
+
+	if (!cn)
+		return send_error(c, 500, QUERY_JSON, "out of memory");
+	pthread_mutex_lock(&h->job_lock);
+	o = cn->job && cn->job->done ? cn->job : NULL;
+	if (o)
+		cn->job = NULL;
+	pthread_mutex_unlock(&h->job_lock);
+	if (o) { /* called again: the answer is made */
+		ret = o->resp ? MHD_queue_response(c, o->status, o->resp)
+			      : MHD_NO;
+		offload_free(o);
+		return ret;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return send_error(c, 500, QUERY_JSON, "out of memory");
+	o->h = h;
+	o->c = c;
+	o->cn = cn;
+	o->acc = *acc;
+	o->rq.url = url;
+	get_args(c, &o->rq.a);
+	o->rq.cross_site = cross_site(c);
+	o->rq.if_none_match = MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	/* Held until suspended: the thread resumes only after that. */
+	pthread_mutex_lock(&h->job_lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&thread, &attr, offload_main, o);
+	pthread_attr_destroy(&attr);
+	if (rc == 0) {
+		cn->job = o;
+		MHD_suspend_connection(c);
+	}
+	pthread_mutex_unlock(&h->job_lock);
+	if (rc == 0)
+		return MHD_YES;
+	ret = run_offloaded(o);
+	offload_free(o);
 	return ret;
 }
 
@@ -1377,28 +1532,23 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	access_init(&acc, peer_of(c), h->token != NULL, h->admin_gid);
 	if (strcmp(url, "/") == 0)
 		return handle_redirect(c);
-	if (strcmp(url, "/stacks") == 0)
-		return handle_stacks(h, c, &acc, QUERY_HTML);
-	if (strcmp(url, "/api/v1/stacks") == 0)
-		return handle_stacks(h, c, &acc, QUERY_JSON);
+	if (offloaded(url))
+		return offload(h, c, url, &acc);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c, &acc);
 	if (strcmp(url, "/api/v1/processes") == 0)
 		return handle_processes(h, c, &acc);
 	if (strncmp(url, "/static/", 8) == 0)
-		return handle_static(c, url + 8);
+		return handle_static(c, url + 8,
+				     MHD_lookup_connection_value(
+					     c, MHD_HEADER_KIND,
+					     MHD_HTTP_HEADER_IF_NONE_MATCH));
 	if (strcmp(url, "/api/v1/stuck") == 0)
 		return handle_stuck(h, c, &acc);
-	if (strcmp(url, "/api/v1/diff") == 0)
-		return handle_diff(h, c, &acc);
 	if (strcmp(url, "/api/v1/profile") == 0)
 		return handle_profile(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c, &acc);
-	if (strcmp(url, "/debug/pprof/goroutine") == 0)
-		return handle_pprof_count(h, c, &acc, "goroutine");
-	if (strcmp(url, "/debug/pprof/threads") == 0)
-		return handle_pprof_count(h, c, &acc, "threads");
 	if (strcmp(url, "/debug/pprof/profile") == 0 ||
 	    strcmp(url, "/debug/fgprof") == 0)
 		return handle_pprof_profile(h, c, &acc);
@@ -1438,6 +1588,7 @@ static void free_http(struct http *h)
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->peers_lock);
 	pthread_mutex_destroy(&h->prof_lock);
+	pthread_mutex_destroy(&h->job_lock);
 	free(h->token);
 	free(h);
 }
@@ -1586,6 +1737,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_init(&h->peers_lock, NULL);
 	pthread_mutex_init(&h->prof_lock, NULL);
+	pthread_mutex_init(&h->job_lock, NULL);
 	/* http_stop() waits with a deadline on the monotonic clock. */
 	cond_init_monotonic(&h->idle);
 	h->reg = reg;

@@ -43,25 +43,31 @@ struct sec_answer {
 	char body[65536];
 };
 
+/* A GET under way in a child of ours (sec_get_start()). */
+struct sec_pending {
+	pid_t pid;
+	int fd; /* the child's answer: status, then body */
+};
+
 /*
- * GETs target as uid/gid (plus groups), in a child: over TCP at base_url,
- * or over the unix socket path when unix_socket is not NULL. The token,
- * when not NULL, goes with it.
+ * Starts a GET of target as uid/gid (plus groups), in a child: over TCP
+ * at base_url, or over the unix socket path when unix_socket is not
+ * NULL. The token, when not NULL, goes with it. Fork from the main thread
+ * only (a child of a thread could inherit a lock another thread held).
  */
-static inline void sec_get_as(uid_t uid, gid_t gid, const gid_t *groups,
-			      size_t ngroups, const char *base_url,
-			      const char *unix_socket, const char *token,
-			      const char *target, struct sec_answer *a)
+static inline void sec_get_start(uid_t uid, gid_t gid, const gid_t *groups,
+				 size_t ngroups, const char *base_url,
+				 const char *unix_socket, const char *token,
+				 const char *target, struct sec_pending *pg)
 {
 	int p[2];
-	pid_t pid;
-	ssize_t n, got = 0;
 
-	memset(a, 0, sizeof(*a));
+	pg->pid = -1;
+	pg->fd = -1;
 	if (pipe(p) < 0)
 		return;
-	pid = fork();
-	if (pid == 0) {
+	pg->pid = fork();
+	if (pg->pid == 0) {
 		struct http_opts o;
 		struct http_response r;
 		int status = 0;
@@ -82,13 +88,38 @@ static inline void sec_get_as(uid_t uid, gid_t gid, const gid_t *groups,
 		_exit(0);
 	}
 	close(p[1]);
-	if (read(p[0], &a->status, sizeof(a->status)) != sizeof(a->status))
+	pg->fd = p[0];
+}
+
+/* Waits for the GET of pg and reads its answer into a. */
+static inline void sec_get_finish(struct sec_pending *pg, struct sec_answer *a)
+{
+	ssize_t n, got = 0;
+
+	memset(a, 0, sizeof(*a));
+	if (pg->fd < 0)
+		return;
+	if (read(pg->fd, &a->status, sizeof(a->status)) != sizeof(a->status))
 		a->status = 0;
-	while ((n = read(p[0], a->body + got, sizeof(a->body) - 1 - got)) > 0)
+	while ((n = read(pg->fd, a->body + got, sizeof(a->body) - 1 - got)) > 0)
 		got += n;
 	a->body[got] = '\0';
-	close(p[0]);
-	waitpid(pid, NULL, 0);
+	close(pg->fd);
+	pg->fd = -1;
+	waitpid(pg->pid, NULL, 0);
+}
+
+/* sec_get_start() and sec_get_finish() at once. */
+static inline void sec_get_as(uid_t uid, gid_t gid, const gid_t *groups,
+			      size_t ngroups, const char *base_url,
+			      const char *unix_socket, const char *token,
+			      const char *target, struct sec_answer *a)
+{
+	struct sec_pending pg;
+
+	sec_get_start(uid, gid, groups, ngroups, base_url, unix_socket, token,
+		      target, &pg);
+	sec_get_finish(&pg, a);
 }
 
 /* The pids of a /api/v1/targets answer, at most max; -1 if it is not one. */

@@ -14,30 +14,12 @@
  * go. The set-uid program is plain_target, copied here as root:root 4755.
  */
 #define _GNU_SOURCE
-#include <pthread.h>
 #include <sys/prctl.h>
 
 #include "sectest.h"
 #include "tap.h"
 
 static char setuid_copy[256];
-
-/* A requester's GET run in a thread, so that the test can hold its read. */
-struct ask {
-	const struct itest_daemon *d;
-	char target[128];
-	struct sec_answer a;
-	pthread_t thread;
-};
-
-static void *ask_main(void *arg)
-{
-	struct ask *k = arg;
-
-	sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, k->d->url, NULL, NULL,
-		   k->target, &k->a);
-	return NULL;
-}
 
 /* Copies the fixture to dir as a set-uid root program. 0 or -1. */
 static int install_setuid(const char *dir)
@@ -137,8 +119,9 @@ static void race(const struct itest_daemon *d, struct sec_gate *g,
 		 const char *method)
 {
 	bool agent = strcmp(method, "agent") == 0;
-	struct ask k = { .d = d };
-	char line[128], want[64];
+	struct sec_pending pg = { .pid = -1, .fd = -1 };
+	struct sec_answer *a = calloc(1, sizeof(*a));
+	char line[128], want[64], target[128];
 	int cmd = -1, c;
 	pid_t p = start_p(d, agent, &cmd);
 
@@ -146,9 +129,12 @@ static void race(const struct itest_daemon *d, struct sec_gate *g,
 		TAP_OK(0, "%s: P registered", method);
 		goto out;
 	}
-	snprintf(k.target, sizeof(k.target),
+	snprintf(target, sizeof(target),
 		 "/api/v1/stacks?pid=%d&format=text&timeout_ms=8000", (int)p);
-	if (p <= 0 || pthread_create(&k.thread, NULL, ask_main, &k) != 0) {
+	if (p > 0)
+		sec_get_start(SEC_NOBODY, SEC_NOBODY, NULL, 0, d->url, NULL,
+			      NULL, target, &pg);
+	if (p <= 0 || !a || pg.pid <= 0) {
 		TAP_OK(0, "%s: P and its requester start", method);
 		goto out;
 	}
@@ -165,30 +151,32 @@ static void race(const struct itest_daemon *d, struct sec_gate *g,
 	       "(euid 0)",
 	       method);
 	sec_gate_release(c);
-	pthread_join(k.thread, NULL);
-	TAP_OK(k.a.status != 200 && !strstr(k.a.body, "suid_target") &&
-		       !strstr(k.a.body, "plain_park"),
+	sec_get_finish(&pg, a);
+	TAP_OK(a->status != 200 && !strstr(a->body, "suid_target") &&
+		       !strstr(a->body, "plain_park"),
 	       "%s: the read of the set-uid program is not shown (%d: %.120s)",
-	       method, k.a.status, k.a.body);
+	       method, a->status, a->body);
 	if (!agent)
-		TAP_OK(k.a.status == 404, "%s: it is a 404 (%d)", method,
-		       k.a.status);
+		TAP_OK(a->status == 404, "%s: it is a 404 (%d)", method,
+		       a->status);
 	/* And P stays hidden now that it is root's. */
 	{
 		char path[96];
-		struct sec_answer a;
 
 		snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)p);
 		sec_get_as(SEC_NOBODY, SEC_NOBODY, NULL, 0, d->url, NULL, NULL,
-			   path, &a);
-		TAP_OK(a.status == 404,
+			   path, a);
+		TAP_OK(a->status == 404,
 		       "%s: asked again, P is 404 for nobody (%d)", method,
-		       a.status);
+		       a->status);
 	}
 out:
+	if (pg.fd >= 0)
+		sec_get_finish(&pg, a);
 	if (cmd >= 0)
 		close(cmd);
 	itest_kill(p);
+	free(a);
 }
 
 int main(void)

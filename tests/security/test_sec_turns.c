@@ -4,10 +4,12 @@
  *
  * nobody (65534) asks for three of its own processes at once and holds
  * the first snapshot at the daemon's test gate (gate.h), as a process of
- * thousands of threads would; the other two wait. Then uid 65533 asks for
- * one of its own, and root for one of root's. Expected:
+ * thousands of threads would; the other two wait, each asked for by
+ * several requests (more than the daemon has HTTP threads). Then uid
+ * 65533 asks for one of its own, and root for one of root's. Expected:
  * - root's snapshot is taken at once, while nobody's holds the helper
- *   (root and the admin group never wait behind anyone's queue);
+ *   and nobody's requests wait (root and the admin group never wait
+ *   behind anyone's queue, nor behind requests that wait for a turn);
  * - once nobody's first snapshot is done, 65533's comes next, before
  *   nobody's other two (round-robin by uid, not first come);
  * - every request is answered 200.
@@ -15,12 +17,11 @@
  * in which requests arrive is known, not guessed.
  */
 #define _GNU_SOURCE
-#include <pthread.h>
-
 #include "sectest.h"
 #include "tap.h"
 
 #define OTHER 65533
+#define NMORE 10 /* more waiting requests of nobody's than HTTP threads */
 
 /* `sleep 600` as uid (gid the same), exec'd so it is dumpable. */
 static pid_t sleeper(uid_t uid)
@@ -55,39 +56,25 @@ static bool wait_exec(pid_t pid)
 	return false;
 }
 
+/* A request of uid for pid, under way. */
 struct ask {
-	const struct itest_daemon *d;
-	uid_t uid;
-	char target[128];
+	struct sec_pending pg;
 	struct sec_answer a;
-	pthread_t thread;
-	bool started;
 };
 
-static void *ask_main(void *arg)
-{
-	struct ask *k = arg;
-
-	sec_get_as(k->uid, k->uid, NULL, 0, k->d->url, NULL, NULL, k->target,
-		   &k->a);
-	return NULL;
-}
-
 static void ask(struct ask *k, const struct itest_daemon *d, uid_t uid,
-	       pid_t pid)
+		pid_t pid)
 {
-	k->d = d;
-	k->uid = uid;
-	snprintf(k->target, sizeof(k->target),
+	char target[128];
+
+	snprintf(target, sizeof(target),
 		 "/api/v1/stacks?pid=%d&format=json&timeout_ms=9000", (int)pid);
-	k->started = pthread_create(&k->thread, NULL, ask_main, k) == 0;
+	sec_get_start(uid, uid, NULL, 0, d->url, NULL, NULL, target, &k->pg);
 }
 
 static void answered(struct ask *k)
 {
-	if (k->started)
-		pthread_join(k->thread, NULL);
-	k->started = false;
+	sec_get_finish(&k->pg, &k->a);
 }
 
 /* The daemon's log as notes, for a failure. */
@@ -109,11 +96,7 @@ static bool wait_waiting(const struct itest_daemon *d, int n)
 	double v = -1;
 
 	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
-		double w = itest_metric(d, "stackwatch_ptrace_waiting");
-
-		if (w != v)
-			tap_note("t=%ld waiting %g", itest_now_ms() % 100000, w);
-		v = w;
+		v = itest_metric(d, "stackwatch_ptrace_waiting");
 		if (v == n)
 			return true;
 		itest_sleep_ms(5);
@@ -121,6 +104,17 @@ static bool wait_waiting(const struct itest_daemon *d, int n)
 	tap_note("stackwatch_ptrace_waiting is %g, not %d; the daemon's log:",
 		 v, n);
 	show_log(d);
+	return false;
+}
+
+/* Waits until n requests wait for a dump already in flight. */
+static bool wait_coalesced(const struct itest_daemon *d, int n)
+{
+	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
+		if (itest_metric(d, "stackwatch_requests_coalesced_total") >= n)
+			return true;
+		itest_sleep_ms(5);
+	}
 	return false;
 }
 
@@ -137,7 +131,7 @@ int main(void)
 	static const char *const args[] = { "--sample-interval", "0", NULL };
 	struct itest_daemon d;
 	struct sec_gate g = { .fd = -1 };
-	struct ask k[5];
+	struct ask k[5], more[NMORE];
 	char dir[] = "/tmp/sw-turns-XXXXXX", line[128];
 	pid_t n1, n2, n3, o1, r1, order[3];
 	int held, c;
@@ -175,6 +169,10 @@ int main(void)
 	ask(&k[1], &d, SEC_NOBODY, n2);
 	ask(&k[2], &d, SEC_NOBODY, n3);
 	TAP_OK(wait_waiting(&d, 2), "nobody's next two wait for their turn");
+	for (int i = 0; i < NMORE; i++)
+		ask(&more[i], &d, SEC_NOBODY, i % 2 ? n3 : n2);
+	TAP_OK(wait_coalesced(&d, NMORE),
+	       "and %d more requests of nobody's wait for those two", NMORE);
 	ask(&k[3], &d, OTHER, o1);
 	TAP_OK(wait_waiting(&d, 3), "then uid %d's waits too", OTHER);
 
@@ -204,6 +202,8 @@ int main(void)
 	       "then nobody's other two");
 	for (int i = 0; i < 4; i++)
 		answered(&k[i]);
+	for (int i = 0; i < NMORE; i++)
+		answered(&more[i]);
 	TAP_OK(k[0].a.status == 200 && k[1].a.status == 200 &&
 		       k[2].a.status == 200 && k[3].a.status == 200,
 	       "every request is answered (%d %d %d %d)", k[0].a.status,
