@@ -4,7 +4,14 @@
  *
  * Every request is answered on its first call: we take no request body.
  * Parameters are validated before anything is looked up, and a pid that is
- * not a registered target is a 404 with nothing signalled anywhere. Errors
+ * not a registered target is a 404 with nothing signalled anywhere.
+ *
+ * Each connection has a thread of its own (MHD_USE_THREAD_PER_CONNECTION):
+ * an answer may wait for a snapshot's turn, an agent's dump or the
+ * symbolizer, and with a shared pool of threads one user's waiting
+ * requests held the connections of everyone else, root's included. The
+ * number of threads is bounded by the connections (HTTP_MAX_CONNECTIONS,
+ * HTTP_MAX_PER_PEER of one requester). Errors
  * are JSON {"error", "status"} (the same sentence as text or HTML when
  * that format was asked for).
  */
@@ -45,8 +52,9 @@
 #include "render/render.h"
 #include "web.h"
 
-#define HTTP_THREADS 8
-#define HTTP_MAX_CONNECTIONS 512
+/* Connections at a time, on each socket (TCP, unix): each has a thread of
+ * its own while it is open, so that no request waits behind another. */
+#define HTTP_MAX_CONNECTIONS 256
 #define HTTP_MAX_PER_IP 128 /* local clients all share 127.0.0.1 */
 /* Open connections of one requester (a uid, or an anonymous address),
  * whatever loopback addresses it comes from; root has none. */
@@ -65,12 +73,13 @@
 
 struct http {
 	struct MHD_Daemon *d;
-	struct MHD_Daemon *ud; /* on the unix socket; NULL: none */
-	char usock[108];       /* its path, removed at the end */
-	pthread_mutex_t lock;  /* active, stopping */
-	pthread_cond_t idle;   /* active fell to 0 */
-	unsigned active;       /* requests being answered */
-	bool stopping;	       /* http_stop() began: no new requests */
+	struct MHD_Daemon *ud;	  /* on the unix socket; NULL: none */
+	char usock[108];	  /* its path, removed at the end */
+	pthread_mutex_t lock;	  /* active, stopping */
+	pthread_cond_t idle;	  /* active fell to 0 */
+	pthread_cond_t prof_cond; /* a profile run finished (prof_lock) */
+	unsigned active;	  /* requests being answered */
+	bool stopping;		  /* http_stop() began: no new requests */
 	struct registry *reg;
 	struct stacks *st;
 	struct scheduler *sched;  /* NULL: no periodic sampling */
@@ -80,7 +89,6 @@ struct http {
 	int nallow_hosts;
 	gid_t admin_gid;	    /* (gid_t)-1: no admin group */
 	pthread_mutex_t prof_lock;  /* every conn's profile wait */
-	pthread_mutex_t job_lock;   /* every conn's offloaded request */
 	pthread_mutex_t peers_lock; /* peers */
 	struct peer_count {
 		char key[sizeof(((struct peer *)0)->key)]; /* "": free */
@@ -96,39 +104,9 @@ struct conn {
 	struct http *h;
 	struct MHD_Connection *c;
 	struct profile_run *prof;
-	bool suspended; /* c is suspended until the run is finished */
-	bool finished;	/* the run is finished: answer */
-	/* A request answered off MHD's threads (under job_lock). */
-	struct offload *job;
+	bool finished;	 /* the run is finished: answer */
+	bool identified; /* peer is what peer_identify() found */
 };
-
-/*
- * A request answered off MHD's threads. Its handler may wait for a
- * snapshot's turn, an agent's answer or a symbolization: an MHD thread
- * that waited would hold every other connection it serves, so that one
- * user's slow requests could keep root's from being read at all. The
- * connection is suspended meanwhile and resumed with the answer made.
- */
-struct offload {
-	struct http *h;
-	struct MHD_Connection *c;
-	struct conn *cn;
-	struct access acc;
-	struct req {
-		struct query_args a; /* into the request: valid until done */
-		bool cross_site;
-		const char *if_none_match;
-		const char *url;
-	} rq;
-	bool done;
-	unsigned status;
-	struct MHD_Response *resp; /* the answer; NULL: close instead */
-};
-
-/* The offloaded request this thread answers; NULL on MHD's threads. */
-static __thread struct offload *answering;
-
-static void offload_free(struct offload *o);
 
 /*
  * Counts one more connection for key. Returns its slot, or NULL, counting
@@ -167,10 +145,9 @@ static void peer_count_down(struct http *h, struct peer_count *slot)
 }
 
 /*
- * Who is on a connection, found once when it opens (peer.h) and kept as
- * its socket context until it closes. A requester past its share of
- * connections (HTTP_MAX_PER_PEER, however many addresses it uses) is
- * shut out at once: MHD then reads the end of the stream and closes.
+ * A connection's socket context (struct conn), made when it opens and
+ * freed when it closes; who is on it is found at its first request
+ * (identified()).
  */
 static void notify_connection(void *cls, struct MHD_Connection *c,
 			      void **socket_context,
@@ -179,6 +156,7 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 	const union MHD_ConnectionInfo *ci;
 	struct http *h = cls;
 	struct conn *cn = *socket_context;
+	bool root;
 
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
 		if (cn && cn->slot)
@@ -186,14 +164,6 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 		/* Closed after its run finished, before the answer. */
 		if (cn && cn->prof && cn->finished)
 			profile_free(cn->prof);
-		/* ... or after its offloaded request was answered (a request
-		 * in progress keeps its connection suspended: not here). */
-		if (cn) {
-			pthread_mutex_lock(&h->job_lock);
-			if (cn->job && cn->job->done)
-				offload_free(cn->job);
-			pthread_mutex_unlock(&h->job_lock);
-		}
 		free(cn);
 		*socket_context = NULL;
 		return;
@@ -210,9 +180,10 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 			shutdown(ci->connect_fd, SHUT_RDWR);
 		return;
 	}
-	if (peer_identify(ci->connect_fd, &cn->peer) < 0)
-		cn->peer.known = false;
-	if (cn->peer.known && cn->peer.uid == 0)
+	/* Counted at once, by the kernel's cheap word on the owner. */
+	if (peer_count_key(ci->connect_fd, cn->peer.key, sizeof(cn->peer.key),
+			   &root) < 0 ||
+	    root)
 		return;
 	cn->slot = peer_count_up(h, cn->peer.key);
 	if (!cn->slot) {
@@ -220,6 +191,23 @@ static void notify_connection(void *cls, struct MHD_Connection *c,
 			 cn->peer.key, HTTP_MAX_PER_PEER);
 		shutdown(ci->connect_fd, SHUT_RDWR);
 	}
+}
+
+/*
+ * Who is on connection c (cn), proven at its first request (peer.h), in
+ * the connection's own thread: the thread that accepts connections must
+ * not wait for a look through /proc. Kept until the connection closes.
+ */
+static void identify(struct MHD_Connection *c, struct conn *cn)
+{
+	const union MHD_ConnectionInfo *ci;
+
+	if (cn->identified)
+		return;
+	cn->identified = true;
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci || peer_identify(ci->connect_fd, &cn->peer) < 0)
+		cn->peer.known = false;
 }
 
 /* The requester of c; an anonymous one when it could not be found. */
@@ -240,32 +228,11 @@ static const char *const content_types[] = {
 	[QUERY_PPROF] = "application/octet-stream",
 };
 
-/*
- * Queues r as the answer to c with status and drops our reference to it;
- * on an offloaded request's thread, keeps it for MHD's thread instead
- * (MHD takes answers only from its own).
- */
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned status,
-			       struct MHD_Response *r)
-{
-	enum MHD_Result ret;
-
-	if (answering) {
-		if (answering->resp)
-			MHD_destroy_response(answering->resp);
-		answering->status = status;
-		answering->resp = r;
-		return MHD_YES;
-	}
-	ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	return ret;
-}
-
 static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 				 enum query_format fmt, char *body, size_t len)
 {
 	struct MHD_Response *r;
+	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
@@ -275,7 +242,9 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 	MHD_add_response_header(r, "Content-Type", content_types[fmt]);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	return respond(c, status, r);
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 /* A 500 for an answer that could not be made: never a 200 cut short. */
@@ -657,10 +626,13 @@ out:
  * a browser revalidate (304) instead of downloading the file again.
  */
 static enum MHD_Result send_asset(struct MHD_Connection *c,
-				  const struct web_asset *a, const char *inm)
+				  const struct web_asset *a)
 {
+	const char *inm = MHD_lookup_connection_value(
+		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
 	bool same = inm && strcmp(inm, a->etag) == 0;
 	struct MHD_Response *r;
+	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(same ? 0 : a->len, (void *)a->data,
 					    MHD_RESPMEM_PERSISTENT);
@@ -671,19 +643,21 @@ static enum MHD_Result send_asset(struct MHD_Connection *c,
 	MHD_add_response_header(r, "ETag", a->etag);
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(r, "Content-Security-Policy", HTTP_PAGE_CSP);
-	return respond(c, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r);
+	ret = MHD_queue_response(c, same ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK,
+				 r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 /* /static/NAME: a file of the page, or a 404. */
-static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name,
-				     const char *inm)
+static enum MHD_Result handle_static(struct MHD_Connection *c, const char *name)
 {
 	const struct web_asset *a = web_asset_find(name);
 
 	if (!a)
 		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
 				  "no such file");
-	return send_asset(c, a, inm);
+	return send_asset(c, a);
 }
 
 /*
@@ -772,27 +746,28 @@ static bool targets_of(struct http *h, struct MHD_Connection *c,
 
 static enum MHD_Result handle_stacks(struct http *h, struct MHD_Connection *c,
 				     const struct access *acc,
-				     const struct req *in,
 				     enum query_format dflt)
 {
 	struct query_stacks rq;
+	struct query_args a;
 	struct target **ts;
 	enum MHD_Result ret;
 	const char *bad;
 	size_t n;
 
-	bad = query_parse_stacks(&in->a, dflt, h->timeout_ms, &rq);
+	get_args(c, &a);
+	bad = query_parse_stacks(&a, dflt, h->timeout_ms, &rq);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST,
 				  dflt == QUERY_JSON ? QUERY_JSON : rq.format,
 				  bad);
 	/* The page itself signals nothing; its data requests do. */
-	if (rq.format != QUERY_HTML && in->cross_site)
+	if (rq.format != QUERY_HTML && cross_site(c))
 		return send_cross_site(c, rq.format);
 	if (!targets_of(h, c, acc, rq.pid, rq.format, &ts, &n, &ret))
 		return ret;
 	if (rq.format == QUERY_HTML)
-		ret = handle_static(c, "index.html", in->if_none_match);
+		ret = handle_static(c, "index.html");
 	else
 		ret = answer_stacks(h, c, acc, &rq, ts, n, rq.pid == 0);
 	registry_put_all(ts, n);
@@ -808,6 +783,7 @@ static enum MHD_Result send_pprof(struct MHD_Connection *c, const char *name,
 				  void *body, size_t len)
 {
 	struct MHD_Response *r;
+	enum MHD_Result ret;
 	char disp[96];
 
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
@@ -820,7 +796,9 @@ static enum MHD_Result send_pprof(struct MHD_Connection *c, const char *name,
 	MHD_add_response_header(r, "Content-Disposition", disp);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	return respond(c, MHD_HTTP_OK, r);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 /* A profile run is finished (the scheduler's thread): wake its request. */
@@ -831,10 +809,7 @@ static void profile_done(void *arg)
 
 	pthread_mutex_lock(&h->prof_lock);
 	cn->finished = true;
-	if (cn->suspended) {
-		cn->suspended = false;
-		MHD_resume_connection(cn->c);
-	}
+	pthread_cond_broadcast(&h->prof_cond);
 	pthread_mutex_unlock(&h->prof_lock);
 }
 
@@ -905,31 +880,6 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 
 	if (!cn)
 		return send_error(c, 500, QUERY_TEXT, "out of memory");
-	pthread_mutex_lock(&h->prof_lock);
-	r = cn->finished ? cn->prof : NULL;
-	if (r) {
-		cn->prof = NULL;
-		cn->finished = false;
-	}
-	pthread_mutex_unlock(&h->prof_lock);
-	if (r && r->rc == -ECONNABORTED) { /* its client hung up */
-		profile_free(r);
-		return MHD_NO;
-	}
-	if (r) { /* called again, the run finished */
-		void *body = r->out;
-		size_t len = r->len;
-
-		r->out = NULL;
-		ret = r->rc < 0
-			      ? send_error(c, 500, QUERY_TEXT,
-					   r->rc == SW_ETOOBIG
-						   ? "the profile is too large"
-						   : "out of memory")
-			      : send_pprof(c, "profile", body, len);
-		profile_free(r);
-		return ret;
-	}
 	get_args(c, &a);
 	bad = query_parse_pprof(&a, h->timeout_ms, &rq);
 	if (bad)
@@ -948,15 +898,33 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 	cn->finished = false;
 	rc = sched_profile(h->sched, ts, n, rq.seconds, &who, profile_done, cn,
 			   &cn->prof);
-	if (rc == 0) {
-		MHD_suspend_connection(c);
-		cn->suspended = !cn->finished;
-		if (cn->finished) /* ended already: the daemon is stopping */
-			MHD_resume_connection(c);
-	}
+	/* The connection's own thread waits for the run (or its end). */
+	while (rc == 0 && !cn->finished)
+		pthread_cond_wait(&h->prof_cond, &h->prof_lock);
+	r = rc == 0 ? cn->prof : NULL;
+	cn->prof = NULL;
+	cn->finished = false;
 	pthread_mutex_unlock(&h->prof_lock);
+	if (r && r->rc == -ECONNABORTED) { /* its client hung up */
+		profile_free(r);
+		return MHD_NO;
+	}
+	if (r) {
+		void *body = r->out;
+		size_t len = r->len;
+
+		r->out = NULL;
+		ret = r->rc < 0
+			      ? send_error(c, 500, QUERY_TEXT,
+					   r->rc == SW_ETOOBIG
+						   ? "the profile is too large"
+						   : "out of memory")
+			      : send_pprof(c, "profile", body, len);
+		profile_free(r);
+		return ret;
+	}
 	if (rc == 0)
-		return MHD_YES;
+		return send_error(c, 500, QUERY_TEXT, "out of memory");
 	registry_put_all(ts, n);
 	return refuse_profile(h, c, rc);
 }
@@ -972,10 +940,10 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 static enum MHD_Result handle_pprof_count(struct http *h,
 					  struct MHD_Connection *c,
 					  const struct access *acc,
-					  const struct req *in,
 					  const char *type)
 {
 	struct query_pprof rq;
+	struct query_args a;
 	struct target **ts;
 	struct sdump **sds = NULL;
 	const struct sw_dump **ds = NULL;
@@ -986,10 +954,11 @@ static enum MHD_Result handle_pprof_count(struct http *h,
 	void *body;
 	char why[256];
 
-	bad = query_parse_pprof(&in->a, h->timeout_ms, &rq);
+	get_args(c, &a);
+	bad = query_parse_pprof(&a, h->timeout_ms, &rq);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_TEXT, bad);
-	if (in->cross_site)
+	if (cross_site(c))
 		return send_cross_site(c, QUERY_TEXT);
 	if (!targets_of(h, c, acc, rq.pid, QUERY_TEXT, &ts, &n, &ret))
 		return ret;
@@ -1158,10 +1127,10 @@ static struct target *target_seen(struct http *h, struct MHD_Connection *c,
 }
 
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
-				   const struct access *acc,
-				   const struct req *in)
+				   const struct access *acc)
 {
 	enum MHD_Result ret;
+	struct query_args a;
 	struct query_diff q;
 	const char *bad;
 	struct target *t;
@@ -1169,10 +1138,11 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	cJSON *doc;
 	int rc;
 
-	bad = query_parse_diff(&in->a, h->timeout_ms, &q);
+	get_args(c, &a);
+	bad = query_parse_diff(&a, h->timeout_ms, &q);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
-	if (in->cross_site) /* it dumps the process now */
+	if (cross_site(c)) /* it dumps the process now */
 		return send_cross_site(c, QUERY_JSON);
 	t = target_seen(h, c, acc, q.pid, &ret);
 	if (!t)
@@ -1236,6 +1206,7 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 				      const struct access *acc)
 {
 	struct MHD_Response *r;
+	enum MHD_Result ret;
 	char *body;
 
 	if (metrics_render(h->st, h->reg, h->sched, acc, &body) < 0)
@@ -1248,13 +1219,16 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 	}
 	MHD_add_response_header(r, "Content-Type",
 				"text/plain; version=0.0.4; charset=utf-8");
-	return respond(c, MHD_HTTP_OK, r);
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 static enum MHD_Result handle_redirect(struct MHD_Connection *c)
 {
 	static char body[] = "see /stacks\n";
 	struct MHD_Response *r;
+	enum MHD_Result ret;
 
 	r = MHD_create_response_from_buffer(strlen(body), body,
 					    MHD_RESPMEM_PERSISTENT);
@@ -1262,7 +1236,9 @@ static enum MHD_Result handle_redirect(struct MHD_Connection *c)
 		return MHD_NO;
 	MHD_add_response_header(r, "Location", "/stacks");
 	MHD_add_response_header(r, "Content-Type", content_types[QUERY_TEXT]);
-	return respond(c, MHD_HTTP_FOUND, r);
+	ret = MHD_queue_response(c, MHD_HTTP_FOUND, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
@@ -1356,6 +1332,7 @@ static bool host_allowed(const struct http *h, struct MHD_Connection *c)
 static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 {
 	struct MHD_Response *r;
+	enum MHD_Result ret;
 	char *body = strdup("{\"error\":\"a valid 'Authorization: Bearer' "
 			    "token is required\",\"status\":401}\n");
 
@@ -1370,123 +1347,8 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 	MHD_add_response_header(r, "Content-Type", content_types[QUERY_JSON]);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 				"Bearer realm=\"stackwatch\"");
-	return respond(c, MHD_HTTP_UNAUTHORIZED, r);
-}
-
-/* The endpoints that dump processes: answered off MHD's threads. */
-static bool offloaded(const char *url)
-{
-	return strcmp(url, "/stacks") == 0 ||
-	       strcmp(url, "/api/v1/stacks") == 0 ||
-	       strcmp(url, "/api/v1/diff") == 0 ||
-	       strcmp(url, "/debug/pprof/goroutine") == 0 ||
-	       strcmp(url, "/debug/pprof/threads") == 0;
-}
-
-/* Runs the handler of an offloaded request (o->rq.url), on any thread. */
-static enum MHD_Result run_offloaded(struct offload *o)
-{
-	const char *url = o->rq.url;
-	struct MHD_Connection *c = o->c;
-
-	if (strcmp(url, "/stacks") == 0)
-		return handle_stacks(o->h, c, &o->acc, &o->rq, QUERY_HTML);
-	if (strcmp(url, "/api/v1/stacks") == 0)
-		return handle_stacks(o->h, c, &o->acc, &o->rq, QUERY_JSON);
-	if (strcmp(url, "/api/v1/diff") == 0)
-		return handle_diff(o->h, c, &o->acc, &o->rq);
-	return handle_pprof_count(o->h, c, &o->acc, &o->rq,
-				  strcmp(url, "/debug/pprof/goroutine") == 0
-					  ? "goroutine"
-					  : "threads");
-}
-
-static void *offload_main(void *arg)
-{
-	struct offload *o = arg;
-	struct http *h = o->h;
-
-	answering = o;
-	if (run_offloaded(o) == MHD_NO && o->resp) {
-		MHD_destroy_response(o->resp);
-		o->resp = NULL;
-	}
-	answering = NULL;
-	pthread_mutex_lock(&h->job_lock);
-	o->done = true;
-	MHD_resume_connection(o->c);
-	pthread_mutex_unlock(&h->job_lock);
-	return NULL;
-}
-
-static void offload_free(struct offload *o)
-{
-	if (!o)
-		return;
-	if (o->resp)
-		MHD_destroy_response(o->resp);
-	free(o);
-}
-
-/*
- * An offloaded request: on its first call, what the handler reads of
- * the request is read here, the connection suspended and the handler
- * started on a thread of its own; when MHD calls again (resumed), the
- * answer it made is queued. Without a thread to spare, the handler runs
- * here, as it would have before.
- */
-static enum MHD_Result offload(struct http *h, struct MHD_Connection *c,
-			       const char *url, const struct access *acc)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct conn *cn = ci ? ci->socket_context : NULL;
-	struct offload *o;
-	enum MHD_Result ret;
-	pthread_attr_t attr;
-	pthread_t thread;
-	int rc;
-
-	if (!cn)
-		return send_error(c, 500, QUERY_JSON, "out of memory");
-	pthread_mutex_lock(&h->job_lock);
-	o = cn->job && cn->job->done ? cn->job : NULL;
-	if (o)
-		cn->job = NULL;
-	pthread_mutex_unlock(&h->job_lock);
-	if (o) { /* called again: the answer is made */
-		ret = o->resp ? MHD_queue_response(c, o->status, o->resp)
-			      : MHD_NO;
-		offload_free(o);
-		return ret;
-	}
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return send_error(c, 500, QUERY_JSON, "out of memory");
-	o->h = h;
-	o->c = c;
-	o->cn = cn;
-	o->acc = *acc;
-	o->rq.url = url;
-	get_args(c, &o->rq.a);
-	o->rq.cross_site = cross_site(c);
-	o->rq.if_none_match = MHD_lookup_connection_value(
-		c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-	/* Held until suspended: the thread resumes only after that. */
-	pthread_mutex_lock(&h->job_lock);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&thread, &attr, offload_main, o);
-	pthread_attr_destroy(&attr);
-	if (rc == 0) {
-		cn->job = o;
-		MHD_suspend_connection(c);
-	}
-	pthread_mutex_unlock(&h->job_lock);
-	if (rc == 0)
-		return MHD_YES;
-	ret = run_offloaded(o);
-	offload_free(o);
+	ret = MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, r);
+	MHD_destroy_response(r);
 	return ret;
 }
 
@@ -1495,6 +1357,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 			      const char *version, const char *upload,
 			      size_t *upload_size, void **con_cls)
 {
+	const union MHD_ConnectionInfo *ci;
 	struct http *h = cls;
 	struct access acc;
 	bool stopping;
@@ -1514,6 +1377,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	if (stopping)
 		return send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, QUERY_JSON,
 				  "the daemon is stopping");
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	if (ci && ci->socket_context)
+		identify(c, ci->socket_context);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
 	    strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
 		return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, QUERY_JSON,
@@ -1532,23 +1398,28 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	access_init(&acc, peer_of(c), h->token != NULL, h->admin_gid);
 	if (strcmp(url, "/") == 0)
 		return handle_redirect(c);
-	if (offloaded(url))
-		return offload(h, c, url, &acc);
+	if (strcmp(url, "/stacks") == 0)
+		return handle_stacks(h, c, &acc, QUERY_HTML);
+	if (strcmp(url, "/api/v1/stacks") == 0)
+		return handle_stacks(h, c, &acc, QUERY_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
 		return handle_targets(h, c, &acc);
 	if (strcmp(url, "/api/v1/processes") == 0)
 		return handle_processes(h, c, &acc);
 	if (strncmp(url, "/static/", 8) == 0)
-		return handle_static(c, url + 8,
-				     MHD_lookup_connection_value(
-					     c, MHD_HEADER_KIND,
-					     MHD_HTTP_HEADER_IF_NONE_MATCH));
+		return handle_static(c, url + 8);
 	if (strcmp(url, "/api/v1/stuck") == 0)
 		return handle_stuck(h, c, &acc);
+	if (strcmp(url, "/api/v1/diff") == 0)
+		return handle_diff(h, c, &acc);
 	if (strcmp(url, "/api/v1/profile") == 0)
 		return handle_profile(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c, &acc);
+	if (strcmp(url, "/debug/pprof/goroutine") == 0)
+		return handle_pprof_count(h, c, &acc, "goroutine");
+	if (strcmp(url, "/debug/pprof/threads") == 0)
+		return handle_pprof_count(h, c, &acc, "threads");
 	if (strcmp(url, "/debug/pprof/profile") == 0 ||
 	    strcmp(url, "/debug/fgprof") == 0)
 		return handle_pprof_profile(h, c, &acc);
@@ -1585,10 +1456,10 @@ static void log_mhd(void *cls, const char *fmt, va_list ap)
 static void free_http(struct http *h)
 {
 	pthread_cond_destroy(&h->idle);
+	pthread_cond_destroy(&h->prof_cond);
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->peers_lock);
 	pthread_mutex_destroy(&h->prof_lock);
-	pthread_mutex_destroy(&h->job_lock);
 	free(h->token);
 	free(h);
 }
@@ -1693,7 +1564,6 @@ static struct MHD_Daemon *start_mhd(struct http *h, unsigned flags,
 		flags, 0, NULL, NULL, answer, h,
 		fd >= 0 ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
 		fd >= 0 ? (intptr_t)fd : (intptr_t)ss,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 		(unsigned)(fd >= 0 ? 0 : HTTP_MAX_PER_IP),
@@ -1711,8 +1581,9 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	struct sockaddr_storage ss;
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
-			 MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG |
+			 MHD_USE_ITC;
 	const union MHD_DaemonInfo *info;
 	struct http *h;
 	int rc;
@@ -1737,9 +1608,9 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_init(&h->peers_lock, NULL);
 	pthread_mutex_init(&h->prof_lock, NULL);
-	pthread_mutex_init(&h->job_lock, NULL);
 	/* http_stop() waits with a deadline on the monotonic clock. */
 	cond_init_monotonic(&h->idle);
+	pthread_cond_init(&h->prof_cond, NULL);
 	h->reg = reg;
 	h->st = st;
 	h->sched = sched;

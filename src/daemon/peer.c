@@ -388,16 +388,20 @@ static int prove_holder(const struct diag_sock *s, struct peer *p)
 	return 0;
 }
 
-static int identify_tcp(int fd, struct peer *p)
+/*
+ * What the kernel's socket diagnostics say of the client of TCP socket
+ * fd, into *ds; p->key gets the client's address. 0, or -1 when the
+ * client is not on this host or the kernel does not say.
+ */
+static int tcp_client(int fd, struct peer *p, struct diag_sock *ds)
 {
 	struct sockaddr_storage client = { 0 }, server = { 0 };
 	socklen_t clen = sizeof(client), slen = sizeof(server);
 	char host[INET6_ADDRSTRLEN] = "?";
-	struct diag_sock ds;
 
 	if (getpeername(fd, (struct sockaddr *)&client, &clen) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&server, &slen) < 0)
-		return 0;
+		return -1;
 	if (client.ss_family == AF_INET)
 		inet_ntop(AF_INET, &((struct sockaddr_in *)&client)->sin_addr,
 			  host, sizeof(host));
@@ -406,8 +410,16 @@ static int identify_tcp(int fd, struct peer *p)
 			  &((struct sockaddr_in6 *)&client)->sin6_addr, host,
 			  sizeof(host));
 	snprintf(p->key, sizeof(p->key), "address %s", host);
-	if (!loopback(&client) || diag_owner(&client, &server, &ds) < 0 ||
-	    prove_holder(&ds, p) < 0) {
+	if (!loopback(&client) || diag_owner(&client, &server, ds) < 0)
+		return -1;
+	return 0;
+}
+
+static int identify_tcp(int fd, struct peer *p)
+{
+	struct diag_sock ds;
+
+	if (tcp_client(fd, p, &ds) < 0 || prove_holder(&ds, p) < 0) {
 		/* anonymous: nothing of what was read counts */
 		p->caps = 0;
 		p->ngroups = 0;
@@ -415,6 +427,38 @@ static int identify_tcp(int fd, struct peer *p)
 	}
 	p->known = true;
 	set_key_uid(p);
+	return 0;
+}
+
+int peer_count_key(int fd, char *key, size_t size, bool *root)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len = sizeof(ss);
+	struct peer p = { 0 };
+	struct diag_sock ds;
+
+	*root = false;
+	snprintf(key, size, "anonymous");
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return -errno;
+	if (ss.ss_family == AF_UNIX) {
+		struct ucred cred;
+
+		len = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+			return 0;
+		p.uid = cred.uid;
+	} else if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) {
+		return 0;
+	} else if (tcp_client(fd, &p, &ds) < 0) {
+		snprintf(key, size, "%s", p.key);
+		return 0;
+	} else {
+		p.uid = ds.uid;
+	}
+	set_key_uid(&p);
+	snprintf(key, size, "%s", p.key);
+	*root = p.uid == 0;
 	return 0;
 }
 

@@ -44,6 +44,16 @@ struct peer {
 #define PEER_SCAN_MS 300
 int peer_identify(int fd, struct peer *out);
 
+/*
+ * The key a connection on fd counts under, for the limit of connections
+ * per requester: "uid N" as the kernel names the socket's owner (not yet
+ * proven: peer_identify() does that, at the cost of a look through
+ * /proc), else the client's address or "anonymous"; *root when the
+ * kernel says uid 0. Cheap: one netlink round trip at most. 0, or a
+ * negative errno when fd is no socket at all.
+ */
+int peer_count_key(int fd, char *key, size_t size, bool *root);
+
 /* Whether p is in group g (its primary group or one of the others). */
 bool peer_in_group(const struct peer *p, gid_t g);
 

@@ -5,7 +5,7 @@
  * nobody (65534) asks for three of its own processes at once and holds
  * the first snapshot at the daemon's test gate (gate.h), as a process of
  * thousands of threads would; the other two wait, each asked for by
- * several requests (more than the daemon has HTTP threads). Then uid
+ * several requests (more than a pool of eight HTTP threads). Then uid
  * 65533 asks for one of its own, and root for one of root's. Expected:
  * - root's snapshot is taken at once, while nobody's holds the helper
  *   and nobody's requests wait (root and the admin group never wait
@@ -21,7 +21,7 @@
 #include "tap.h"
 
 #define OTHER 65533
-#define NMORE 10 /* more waiting requests of nobody's than HTTP threads */
+#define NMORE 10 /* waiting requests of nobody's: more than 8 */
 
 /* `sleep 600` as uid (gid the same), exec'd so it is dumpable. */
 static pid_t sleeper(uid_t uid)
