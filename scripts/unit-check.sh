@@ -201,6 +201,21 @@ echo "sleeper-state=$(awk '/^State:/ { print $2 }' /proc/$sleeper/status)"
 curl -s --max-time 5 http://127.0.0.1:9407/api/v1/targets >"$LOG/targets-tcp.json"
 echo "tcp-root-process=$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' \
 	"http://127.0.0.1:9407/api/v1/stacks?pid=$(show MainPID)&format=text")"
+# nobody, over both sockets: its own processes, the kernel's rule asked
+# by the snapshot helper under nobody's credentials (setresuid and capset
+# through the unit's filter), and not root's.
+asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+asnobody curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock \
+	http://localhost/api/v1/targets >"$LOG/targets-nobody.json"
+asnobody curl -s --max-time 5 http://127.0.0.1:9407/api/v1/targets \
+	>"$LOG/targets-nobody-tcp.json"
+code() { asnobody curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$@"; }
+echo "nobody-codes=$(code --unix-socket /run/stackwatch/http.sock \
+	"http://localhost/api/v1/stacks?pid=$sleeper") $(code \
+	--unix-socket /run/stackwatch/http.sock \
+	"http://localhost/api/v1/stacks?pid=$(show MainPID)") $(code \
+	"http://127.0.0.1:9407/api/v1/stacks?pid=$sleeper") $(code \
+	"http://127.0.0.1:9407/api/v1/stacks?pid=$(show MainPID)")"
 codes=""
 for path in /stacks "/stacks?pid=$demo" "/stacks?format=folded" \
 	/api/v1/stacks /api/v1/stuck "/api/v1/diff?pid=$demo&since=2" \
@@ -295,6 +310,14 @@ check "root over TCP sees the demo of user nobody in the targets" \
 	"$(is '"comm":"demo","cmdline":"/usr/local/libexec/sw-private/demo 5 3","uid":65534' "$t/log/targets-tcp.json")"
 check "root over TCP dumps a process of root's (the daemon): $(sed -n 's/^tcp-root-process=//p' "$p")" \
 	"$(is '^tcp-root-process=200$' "$p")"
+check "nobody over the unix socket lists its own demo" \
+	"$(is '"comm":"demo","cmdline":"/usr/local/libexec/sw-private/demo 5 3","uid":65534' "$t/log/targets-nobody.json")"
+check "and over TCP" \
+	"$(is '"comm":"demo","cmdline":"/usr/local/libexec/sw-private/demo 5 3","uid":65534' "$t/log/targets-nobody-tcp.json")"
+check "nobody does not list the daemon (root's)" \
+	"$(grep -q '"self":true' "$t/log/targets-nobody.json" "$t/log/targets-nobody-tcp.json" || echo yes)"
+check "nobody dumps its sleep (200) but not the daemon (404), over both:$(sed -n 's/^nobody-codes=//p' "$p")" \
+	"$(is '^nobody-codes=200 404 200 404$' "$p")"
 check "a stopped daemon is restarted by the watchdog" \
 	"$(is '^after-stop=active restarts=1 pid-changed=yes$' "$p")"
 check "systemctl stop: STOPPING=1, exit status 0" "$(is '^stopped=success/0$' "$p")"
