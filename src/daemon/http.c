@@ -496,6 +496,8 @@ static const char *render_failure(int rc, char *buf, size_t size, pid_t pid)
  * again once they are taken (access.h): a target acc may no longer see
  * gets ACCESS_EHIDDEN, and so does one whose process changed during its
  * dump when it was one of many (it is left out of a list without a word).
+ * A single target whose process changed is looked up and dumped anew,
+ * once: ts[0] may be replaced (the caller puts whatever ts holds).
  */
 static void dump_seen(struct http *h, const struct access *acc,
 		      struct target **ts, size_t n, int timeout_ms,
@@ -503,11 +505,28 @@ static void dump_seen(struct http *h, const struct access *acc,
 {
 	bool *ok = calloc(n ? n : 1, sizeof(*ok));
 
-	if (n == 1)
+	if (n == 1) {
 		rcs[0] = stacks_get(h->st, ts[0], &acc->who, timeout_ms,
 				    &sds[0]);
-	else
+		/*
+		 * A process that changed since it became a target (a server
+		 * that dropped its privileges after it registered) is another
+		 * process now: asked for anew, once, under the same rule.
+		 */
+		if (rcs[0] == REGISTRY_ECHANGED) {
+			struct target *t =
+				access_get_process(h->reg, acc, ts[0]->pid);
+
+			if (t) {
+				target_put(ts[0]);
+				ts[0] = t;
+				rcs[0] = stacks_get(h->st, t, &acc->who,
+						    timeout_ms, &sds[0]);
+			}
+		}
+	} else {
 		stacks_get_many(h->st, ts, n, &acc->who, timeout_ms, sds, rcs);
+	}
 	if (ok)
 		access_sees_all(acc, ts, n, ok);
 	for (size_t i = 0; i < n; i++) {

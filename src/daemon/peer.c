@@ -44,40 +44,29 @@ static int status_creds(pid_t pid, uid_t *euid, gid_t *egid, uint64_t *caps,
 			gid_t *groups, int *ngroups)
 {
 	char path[64], buf[4096];
-	unsigned long r, e;
-	const char *v;
+	uint32_t ids[PEER_MAX_GROUPS];
 	ssize_t n;
+	int k;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
-	v = procfs_status_value(buf, (size_t)n, "Uid");
-	if (!v || sscanf(v, "%lu %lu", &r, &e) != 2)
+	if (procfs_parse_status_ids(buf, (size_t)n, "Uid", ids, 2) != 2)
 		return -EINVAL;
-	*euid = (uid_t)e;
-	v = procfs_status_value(buf, (size_t)n, "Gid");
-	if (!v || sscanf(v, "%lu %lu", &r, &e) != 2)
+	*euid = (uid_t)ids[1];
+	if (procfs_parse_status_ids(buf, (size_t)n, "Gid", ids, 2) != 2)
 		return -EINVAL;
-	*egid = (gid_t)e;
+	*egid = (gid_t)ids[1];
 	if (procfs_parse_status_hex(buf, (size_t)n, "CapEff", caps))
 		return -EINVAL;
 	if (!groups)
 		return 0;
-	*ngroups = 0;
-	v = procfs_status_value(buf, (size_t)n, "Groups");
-	while (v && *ngroups < PEER_MAX_GROUPS) {
-		char *end;
-		unsigned long g;
-
-		while (*v == ' ' || *v == '\t')
-			v++;
-		if (*v < '0' || *v > '9')
-			break;
-		g = strtoul(v, &end, 10);
-		groups[(*ngroups)++] = (gid_t)g;
-		v = end;
-	}
+	k = procfs_parse_status_ids(buf, (size_t)n, "Groups", ids,
+				    PEER_MAX_GROUPS);
+	*ngroups = k > 0 ? k : 0;
+	for (int i = 0; i < *ngroups; i++)
+		groups[i] = (gid_t)ids[i];
 	return 0;
 }
 

@@ -25,25 +25,11 @@ static void task_dir(pid_t pid, pid_t tid, char *buf, size_t size)
 		snprintf(buf, size, "/proc/%d/task/%d", (int)pid, (int)tid);
 }
 
-/* Three ids of a "Uid:" or "Gid:" line. */
-static int ids_of(const char *buf, size_t len, const char *key, unsigned id[3])
-{
-	const char *v = procfs_status_value(buf, len, key);
-	unsigned long a, b, c;
-
-	if (!v || sscanf(v, "%lu %lu %lu", &a, &b, &c) != 3)
-		return -EINVAL;
-	id[0] = (unsigned)a;
-	id[1] = (unsigned)b;
-	id[2] = (unsigned)c;
-	return 0;
-}
-
 /* Credentials from the thread's status file, and its state. */
 static int read_status(const char *dir, struct procid *out, char *state)
 {
 	char path[96], buf[4096];
-	unsigned ids[3];
+	uint32_t ids[3];
 	const char *st;
 	struct stat sb;
 	ssize_t n;
@@ -68,12 +54,14 @@ static int read_status(const char *dir, struct procid *out, char *state)
 	if (n <= 0)
 		return n < 0 ? rc : -ESRCH;
 	buf[n] = '\0';
-	if (ids_of(buf, (size_t)n, "Uid", ids) < 0)
+	if (procfs_parse_status_ids(buf, (size_t)n, "Uid", ids, 3) != 3)
 		return -EINVAL;
-	memcpy(out->uid, ids, sizeof(ids));
-	if (ids_of(buf, (size_t)n, "Gid", ids) < 0)
+	for (int i = 0; i < 3; i++)
+		out->uid[i] = (uid_t)ids[i];
+	if (procfs_parse_status_ids(buf, (size_t)n, "Gid", ids, 3) != 3)
 		return -EINVAL;
-	memcpy(out->gid, ids, sizeof(ids));
+	for (int i = 0; i < 3; i++)
+		out->gid[i] = (gid_t)ids[i];
 	if (procfs_parse_status_hex(buf, (size_t)n, "CapPrm", &out->cap_prm))
 		return -EINVAL;
 	st = procfs_status_value(buf, (size_t)n, "State");

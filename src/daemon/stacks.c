@@ -163,8 +163,10 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	rc = target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
-		log_info("dump of pid %d failed: %s", (int)t->pid,
-			 sw_strerror(rc));
+		/* A changed process: target_unchanged() said so already. */
+		if (rc != REGISTRY_ECHANGED)
+			log_info("dump of pid %d failed: %s", (int)t->pid,
+				 sw_strerror(rc));
 		return rc;
 	}
 	/* The pid as the daemon sees it, whatever the agent said. */

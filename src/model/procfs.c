@@ -181,6 +181,28 @@ int procfs_parse_status_hex(const char *buf, size_t len, const char *key,
 	return 0;
 }
 
+int procfs_parse_status_ids(const char *buf, size_t len, const char *key,
+			    uint32_t *ids, int max)
+{
+	const char *p = procfs_status_value(buf, len, key), *end = buf + len;
+	int n = 0;
+
+	if (!p)
+		return -ENOENT;
+	while (n < max) {
+		uint64_t v;
+
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		if (p >= end || *p == '\n')
+			break;
+		if (!parse_u64(&p, end, &v) || v > UINT32_MAX)
+			return SW_EFORMAT;
+		ids[n++] = (uint32_t)v;
+	}
+	return n;
+}
+
 int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
 			    int64_t *out)
 {
@@ -384,16 +406,14 @@ int procfs_tracer_pid(pid_t pid, pid_t *out)
 int procfs_read_uid(pid_t pid, uid_t *out)
 {
 	char path[64], buf[4096];
-	const char *v;
-	unsigned long uid;
+	uint32_t uid;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
-	v = procfs_status_value(buf, (size_t)n, "Uid");
-	if (!v || sscanf(v, "%lu", &uid) != 1)
+	if (procfs_parse_status_ids(buf, (size_t)n, "Uid", &uid, 1) != 1)
 		return SW_EFORMAT;
 	*out = (uid_t)uid;
 	return 0;

@@ -56,6 +56,15 @@ const char *procfs_status_value(const char *buf, size_t len, const char *key);
  */
 int procfs_parse_status_hex(const char *buf, size_t len, const char *key,
 			    uint64_t *out);
+
+/*
+ * The ids (decimal, blank-separated) of the "KEY:" line of a status file,
+ * at most max of them into ids: Uid and Gid (real, effective, saved, file
+ * system), Groups. Returns how many, -ENOENT without such a line, or
+ * SW_EFORMAT for a value that is not an id.
+ */
+int procfs_parse_status_ids(const char *buf, size_t len, const char *key,
+			    uint32_t *ids, int max);
 int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
 			    int64_t *out);
 

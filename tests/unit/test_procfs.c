@@ -5,6 +5,7 @@
  * a process together with its pid.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -64,9 +65,57 @@ static void test_start_time(void)
 	       "a pid that does not exist has none");
 }
 
+/* The fields by number, and the id lines of a status file. */
+static void test_fields_and_ids(void)
+{
+	static const char stat[] =
+		"9 (a) b) S 1 9 9 0 -1 4194560 1 0 0 0 2 3 0 0 20 0 1 0 77 "
+		"4096 10 18446744073709551615 94000 95000 140000 0 0 0 0 0 0 "
+		"0 0 0 17 1 0 0 0 0 0 96000 97000 98000 99000\n";
+	static const char status[] = "Name:\tx\nUid:\t1000\t1001\t1002\t1003\n"
+				     "Gid:\t5 6 7 8\nGroups:\t\nNgid:\t0\n";
+	static const char groups[] = "Groups:\t4 24 27 \nX:\t1\n";
+	static const char bad[] = "Uid:\t12x\n";
+	uint64_t v = 0;
+	uint32_t ids[8];
+	int rc;
+
+	rc = procfs_parse_stat_field(stat, sizeof(stat) - 1, 26, &v);
+	TAP_OK(rc == 0 && v == 94000,
+	       "field 26 (startcode) past a name with ')' (%llu)",
+	       (unsigned long long)v);
+	rc = procfs_parse_stat_field(stat, sizeof(stat) - 1, 47, &v);
+	TAP_OK(rc == 0 && v == 98000, "field 47 (start_brk) (%llu)",
+	       (unsigned long long)v);
+	TAP_OK(procfs_parse_stat_field(stat, sizeof(stat) - 1, 60, &v) != 0,
+	       "a field past the end of the line fails");
+	TAP_OK(procfs_parse_status_ids(status, sizeof(status) - 1, "Uid", ids,
+				       3) == 3 &&
+		       ids[0] == 1000 && ids[1] == 1001 && ids[2] == 1002,
+	       "the first three uids");
+	TAP_OK(procfs_parse_status_ids(status, sizeof(status) - 1, "Gid", ids,
+				       8) == 4 &&
+		       ids[3] == 8,
+	       "all four gids, blank-separated");
+	TAP_OK(procfs_parse_status_ids(status, sizeof(status) - 1, "Groups",
+				       ids, 8) == 0,
+	       "an empty Groups line has no group");
+	TAP_OK(procfs_parse_status_ids(groups, sizeof(groups) - 1, "Groups",
+				       ids, 8) == 3 &&
+		       ids[2] == 27,
+	       "three groups");
+	TAP_OK(procfs_parse_status_ids(bad, sizeof(bad) - 1, "Uid", ids, 8) ==
+		       SW_EFORMAT,
+	       "a malformed id fails");
+	TAP_OK(procfs_parse_status_ids(bad, sizeof(bad) - 1, "Gid", ids, 8) ==
+		       -ENOENT,
+	       "a missing line is -ENOENT");
+}
+
 int main(void)
 {
 	test_stat_lines();
 	test_start_time();
+	test_fields_and_ids();
 	return tap_done();
 }
