@@ -332,6 +332,7 @@ int ptracer_main(int fd)
 			"stackwatchd: the snapshot helper cannot "
 			"start: %s\n",
 			strerror(errno));
+		free(buf);
 		return 1;
 	}
 	for (;;) {
@@ -364,5 +365,7 @@ int ptracer_main(int fd)
 		close(answer_fd);
 	}
 	/* The daemon is gone: so are our children (PR_SET_PDEATHSIG). */
+	free(buf);
+	close(sfd);
 	return 0;
 }

@@ -127,7 +127,8 @@ int processes_json(struct registry *reg, const struct access *a, cJSON **out)
 		ok = calloc(n ? n : 1, sizeof(*ok));
 		rc = ok ? 0 : -ENOMEM;
 	}
-	if (rc < 0) {
+	if (rc != 0 || !ok) {
+		free(ok);
 		free(pids);
 		free(pps);
 		cJSON_Delete(doc);

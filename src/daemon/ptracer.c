@@ -421,9 +421,9 @@ int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, &s);
 	if (rc == SNAP_ETRACED && s)
 		*tracer = s->tracer;
-	if (rc != 0) {
+	if (rc != 0 || !s) {
 		snap_free(s);
-		return rc;
+		return rc ? rc : SW_EFORMAT;
 	}
 	atomic_fetch_add(&nsnapshots, 1);
 	if (s->pid != pid) {
@@ -491,7 +491,7 @@ int ptracer_check(const struct ptracer_cred *cred,
 	if (n > PTRACER_CHECK_MAX)
 		return -E2BIG;
 	body = calloc(n, sizeof(*body));
-	answer = malloc(n);
+	answer = calloc(n, 1);
 	if (!body || !answer) {
 		free(body);
 		free(answer);
