@@ -152,8 +152,8 @@ static inline bool sec_has(const pid_t *pids, int n, pid_t pid)
 }
 
 /*
- * Starts argv under the agent as uid/gid (no other groups), pointed at d.
- * Its stdout in *out.
+ * Starts argv under the agent as uid/gid (no other groups), pointed at d,
+ * in a process group of its own (its pid's). Its stdout in *out.
  */
 static inline pid_t sec_spawn_as(const struct itest_daemon *d, uid_t uid,
 				 gid_t gid, char *const argv[], int *out)
@@ -168,6 +168,7 @@ static inline pid_t sec_spawn_as(const struct itest_daemon *d, uid_t uid,
 		return -1;
 	pid = fork();
 	if (pid == 0) {
+		setpgid(0, 0);
 		dup2(p[1], 1);
 		close(p[0]);
 		close(p[1]);
@@ -178,9 +179,49 @@ static inline pid_t sec_spawn_as(const struct itest_daemon *d, uid_t uid,
 		execv(argv[0], argv);
 		_exit(127);
 	}
+	if (pid > 0)
+		setpgid(pid, pid);
 	close(p[1]);
 	*out = p[0];
 	return pid;
+}
+
+/*
+ * `sleep 600` as uid/gid (no other groups), exec'd, so that it is
+ * dumpable (a process that just left root is not); its pid.
+ */
+static inline pid_t sec_sleeper(uid_t uid, gid_t gid)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (uid && sec_become(uid, gid, NULL, 0) < 0)
+			_exit(126);
+		execlp("sleep", "sleep", "600", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Waits (10 s at most) until pid runs the program named comm. */
+static inline bool sec_wait_comm(pid_t pid, const char *comm)
+{
+	char path[64], now[32];
+	size_t n = strlen(comm);
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
+		FILE *f = fopen(path, "r");
+		bool done = f && fgets(now, sizeof(now), f) &&
+			    strncmp(now, comm, n) == 0 && now[n] == '\n';
+
+		if (f)
+			fclose(f);
+		if (done)
+			return true;
+		itest_sleep_ms(2);
+	}
+	return false;
 }
 
 /*

@@ -39,26 +39,6 @@ static pid_t start(const char *const *opts)
 	return pid;
 }
 
-/* Waits until pid runs sleep (setpriv has exec'd it). */
-static bool wait_exec(pid_t pid)
-{
-	char path[64], comm[32];
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
-		FILE *f = fopen(path, "r");
-		bool done = f && fgets(comm, sizeof(comm), f) &&
-			    strcmp(comm, "sleep\n") == 0;
-
-		if (f)
-			fclose(f);
-		if (done)
-			return true;
-		itest_sleep_ms(5);
-	}
-	return false;
-}
-
 /* Whether the kernel lets uid/gid read pid's maps (a child tries). */
 static bool kernel_lets(uid_t uid, gid_t gid, pid_t pid)
 {
@@ -198,8 +178,9 @@ int main(void)
 	gid0 = start(o_gid0);
 	capable = start(o_cap);
 	gid1 = start(o_gid1);
-	TAP_OK(wait_exec(mine) && wait_exec(gid0) && wait_exec(capable) &&
-		       wait_exec(gid1),
+	TAP_OK(sec_wait_comm(mine, "sleep") && sec_wait_comm(gid0, "sleep") &&
+		       sec_wait_comm(capable, "sleep") &&
+		       sec_wait_comm(gid1, "sleep"),
 	       "the four processes run");
 	TAP_OK(kernel_lets(SEC_NOBODY, SEC_NOBODY, mine) &&
 		       !kernel_lets(SEC_NOBODY, SEC_NOBODY, gid0) &&

@@ -214,39 +214,21 @@ static int get_as(const struct itest_daemon *d, uid_t uid, const char *target,
  */
 static pid_t start_nobodys(const struct itest_daemon *d)
 {
-	char agent[256], fixture[256], sigwait[] = "sigwait", one[] = "1";
+	char fixture[256], sigwait[] = "sigwait", one[] = "1";
 	char *argv[] = { fixture, sigwait, one, NULL };
-	int p[2];
+	int out = -1;
 	pid_t pid;
 
-	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
-		 itest_target_build());
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/agent_target",
 		 itest_target_build());
-	if (pipe(p) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		if (sec_become(SEC_NOBODY, SEC_NOBODY, NULL, 0) < 0)
-			_exit(126);
-		setenv("LD_PRELOAD", agent, 1);
-		setenv("STACKWATCH_SOCKET", d->sock, 1);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(p[1]);
-	if (pid > 0)
-		setpgid(pid, pid);
-	if (pid > 0 && (!itest_wait_line(p[0], "ready") ||
+	pid = sec_spawn_as(d, SEC_NOBODY, SEC_NOBODY, argv, &out);
+	if (pid > 0 && (!itest_wait_line(out, "ready") ||
 			!itest_wait_registered(d, pid, 10000))) {
 		kill_group(pid);
 		pid = -1;
 	}
-	close(p[0]);
+	if (out >= 0)
+		close(out);
 	return pid;
 }
 

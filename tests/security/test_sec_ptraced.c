@@ -45,24 +45,9 @@ static int start_sleepers(pid_t *group)
 /* Waits until every sleeper runs `sleep` (its exec done). */
 static bool all_exec(void)
 {
-	for (int i = 0; i < NPROC; i++) {
-		char path[64], comm[32] = "";
-		long end = itest_now_ms() + 10000;
-
-		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pids[i]);
-		while (strcmp(comm, "sleep\n") != 0) {
-			FILE *f = fopen(path, "r");
-
-			if (!f || !fgets(comm, sizeof(comm), f))
-				comm[0] = '\0';
-			if (f)
-				fclose(f);
-			if (itest_now_ms() > end)
-				return false;
-			if (strcmp(comm, "sleep\n") != 0)
-				itest_sleep_ms(2);
-		}
-	}
+	for (int i = 0; i < NPROC; i++)
+		if (!sec_wait_comm(pids[i], "sleep"))
+			return false;
 	return true;
 }
 
@@ -133,11 +118,7 @@ int main(void)
 		return tap_done();
 	}
 	chmod(d.dir, 0711);
-	root_sleeper = fork();
-	if (root_sleeper == 0) {
-		execlp("sleep", "sleep", "600", (char *)NULL);
-		_exit(127);
-	}
+	root_sleeper = sec_sleeper(0, 0);
 	if (start_sleepers(&group) < 0 || !all_exec()) {
 		TAP_OK(0, "%d sleeping processes of nobody run", NPROC);
 		goto out;

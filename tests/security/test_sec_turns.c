@@ -23,39 +23,6 @@
 #define OTHER 65533
 #define NMORE 10 /* waiting requests of nobody's: more than 8 */
 
-/* `sleep 600` as uid (gid the same), exec'd so it is dumpable. */
-static pid_t sleeper(uid_t uid)
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		if (uid && sec_become(uid, uid, NULL, 0) < 0)
-			_exit(126);
-		execlp("sleep", "sleep", "600", (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
-static bool wait_exec(pid_t pid)
-{
-	char path[64], comm[32];
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
-		FILE *f = fopen(path, "r");
-		bool done = f && fgets(comm, sizeof(comm), f) &&
-			    strcmp(comm, "sleep\n") == 0;
-
-		if (f)
-			fclose(f);
-		if (done)
-			return true;
-		itest_sleep_ms(5);
-	}
-	return false;
-}
-
 /* A request of uid for pid, under way. */
 struct ask {
 	struct sec_pending pg;
@@ -153,13 +120,14 @@ int main(void)
 	}
 	unsetenv("STACKWATCH_TEST_GATE");
 	chmod(d.dir, 0711);
-	n1 = sleeper(SEC_NOBODY);
-	n2 = sleeper(SEC_NOBODY);
-	n3 = sleeper(SEC_NOBODY);
-	o1 = sleeper(OTHER);
-	r1 = sleeper(0);
-	TAP_OK(wait_exec(n1) && wait_exec(n2) && wait_exec(n3) &&
-		       wait_exec(o1) && wait_exec(r1),
+	n1 = sec_sleeper(SEC_NOBODY, SEC_NOBODY);
+	n2 = sec_sleeper(SEC_NOBODY, SEC_NOBODY);
+	n3 = sec_sleeper(SEC_NOBODY, SEC_NOBODY);
+	o1 = sec_sleeper(OTHER, OTHER);
+	r1 = sec_sleeper(0, 0);
+	TAP_OK(sec_wait_comm(n1, "sleep") && sec_wait_comm(n2, "sleep") &&
+		       sec_wait_comm(n3, "sleep") &&
+		       sec_wait_comm(o1, "sleep") && sec_wait_comm(r1, "sleep"),
 	       "processes of nobody, of uid %d and of root run", OTHER);
 
 	ask(&k[0], &d, SEC_NOBODY, n1);
