@@ -11,6 +11,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,50 +284,134 @@ static int find_in_process(int dir, const char *want, uint64_t until)
 }
 
 /*
- * A process that holds the socket inode open, looked for among the
- * processes whose /proc entry belongs to owner (the dumpable ones of that
- * user), then among those given to root (the ones that are not dumpable);
- * until PEER_SCAN_MS have passed. Returns its pid with *fdnum, or 0.
+ * The processes that last proved a connection of their user: a browser
+ * or a program that makes many connections is found at once the next
+ * time (the proof, prove_holder(), is made again all the same).
+ */
+#define HOLDERS_KEPT 16
+static pthread_mutex_t holders_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	uid_t uid;
+	pid_t pid;
+} holders[HOLDERS_KEPT];
+static unsigned holders_next;
+
+static void remember_holder(uid_t uid, pid_t pid)
+{
+	pthread_mutex_lock(&holders_lock);
+	holders[holders_next % HOLDERS_KEPT].uid = uid;
+	holders[holders_next % HOLDERS_KEPT].pid = pid;
+	holders_next++;
+	pthread_mutex_unlock(&holders_lock);
+}
+
+/* Whether process pid (under /proc, open at proc) holds want: *fdnum. */
+static bool pid_holds(int proc, pid_t pid, const char *want, uint64_t until,
+		      int *fdnum)
+{
+	char path[32];
+	int dir;
+
+	snprintf(path, sizeof(path), "%d/fd", (int)pid);
+	dir = openat(proc, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return false;
+	*fdnum = find_in_process(dir, want, until);
+	close(dir);
+	return *fdnum >= 0;
+}
+
+static int cmp_pid_desc(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x < y) - (x > y);
+}
+
+/* The pids under /proc, newest first (*out malloc'd). 0 or -1. */
+static int list_pids(DIR *proc, pid_t **out, size_t *n)
+{
+	struct dirent *e;
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	while ((e = readdir(proc))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		if (*n == cap) {
+			pid_t *p = realloc(*out,
+					   (cap ? 2 * cap : 512) * sizeof(*p));
+
+			if (!p) {
+				free(*out);
+				*out = NULL;
+				return -1;
+			}
+			*out = p;
+			cap = cap ? 2 * cap : 512;
+		}
+		(*out)[(*n)++] = (pid_t)atoi(e->d_name);
+	}
+	qsort(*out, *n, sizeof(**out), cmp_pid_desc);
+	return 0;
+}
+
+/*
+ * A process that holds the socket inode open: first those that proved
+ * their user's connections lately, then, newest first (clients are
+ * mostly young), the processes whose /proc entry belongs to owner (the
+ * dumpable ones of that user), then those given to root (the ones that
+ * are not dumpable); never ourselves; until PEER_SCAN_MS have passed.
+ * Returns its pid with *fdnum, or 0.
  */
 static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
 {
 	uint64_t until = clock_now_ns() + PEER_SCAN_MS * 1000000ull;
+	pid_t cached[HOLDERS_KEPT], found = 0, self = getpid(), *pids;
+	size_t ncached = 0, n;
 	char want[40];
-	pid_t found = 0;
+	DIR *proc;
 
 	snprintf(want, sizeof(want), "socket:[%u]", (unsigned)inode);
-	for (int pass = 0; pass < 2 && !found; pass++) {
-		uid_t uid = pass == 0 ? owner : 0;
-		DIR *proc;
-		struct dirent *e;
+	proc = opendir("/proc");
+	if (!proc)
+		return 0;
+	pthread_mutex_lock(&holders_lock);
+	for (unsigned i = 0; i < HOLDERS_KEPT; i++)
+		if (holders[i].pid > 0 && holders[i].uid == owner)
+			cached[ncached++] = holders[i].pid;
+	pthread_mutex_unlock(&holders_lock);
+	for (size_t i = 0; i < ncached && !found; i++)
+		if (pid_holds(dirfd(proc), cached[i], want, until, fdnum))
+			found = cached[i];
+	if (!found && list_pids(proc, &pids, &n) == 0) {
+		for (int pass = 0; pass < 2 && !found; pass++) {
+			uid_t uid = pass == 0 ? owner : 0;
 
-		if (pass == 1 && owner == 0)
-			break;
-		proc = opendir("/proc");
-		if (!proc)
-			return 0;
-		while (!found && (e = readdir(proc)) &&
-		       clock_now_ns() < until) {
-			char path[sizeof(e->d_name) + 4];
-			struct stat st;
-			int dir;
+			if (pass == 1 && owner == 0)
+				break;
+			for (size_t i = 0;
+			     i < n && !found && clock_now_ns() < until; i++) {
+				char name[16];
+				struct stat st;
 
-			if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
-			    fstatat(dirfd(proc), e->d_name, &st, 0) < 0 ||
-			    st.st_uid != uid)
-				continue;
-			snprintf(path, sizeof(path), "%s/fd", e->d_name);
-			dir = openat(dirfd(proc), path,
-				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (dir < 0)
-				continue;
-			*fdnum = find_in_process(dir, want, until);
-			if (*fdnum >= 0)
-				found = (pid_t)atoi(e->d_name);
-			close(dir);
+				snprintf(name, sizeof(name), "%d",
+					 (int)pids[i]);
+				if (pids[i] == self ||
+				    fstatat(dirfd(proc), name, &st, 0) < 0 ||
+				    st.st_uid != uid)
+					continue;
+				if (pid_holds(dirfd(proc), pids[i], want, until,
+					      fdnum))
+					found = pids[i];
+			}
 		}
-		closedir(proc);
+		free(pids);
 	}
+	closedir(proc);
+	if (found)
+		remember_holder(owner, found);
 	return found;
 }
 

@@ -41,7 +41,7 @@ struct peer {
  * errno when fd is no socket at all. Blocks for a netlink round trip and
  * a look through /proc at most (TCP), PEER_SCAN_MS in all.
  */
-#define PEER_SCAN_MS 300
+#define PEER_SCAN_MS 1000
 int peer_identify(int fd, struct peer *out);
 
 /*

@@ -34,6 +34,18 @@
 #else
 #define QPID_RSS_SLACK_KB 4096
 #endif
+/*
+ * Under AddressSanitizer the daemon's RSS says nothing of ours: each
+ * HTTP connection's thread leaves the sanitizer's caches and quarantine
+ * behind (measured: +50 MB over the first 400 connections of /healthz,
+ * flat after; a plain build stays flat throughout). The queue depth is
+ * still checked; the memory is, as in tests/security/, not.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define QPID_RSS_CHECKED 0
+#else
+#define QPID_RSS_CHECKED 1
+#endif
 
 static char fixture[256];
 
@@ -120,10 +132,15 @@ static void test_qpid(void)
 	TAP_OK(max_depth >= 0 && max_depth <= 9,
 	       "qpid: queue depth never above the 9 targets (max %g, now %g)",
 	       max_depth, depth);
-	TAP_OK(rss0 > 0 && rss1 - rss0 < QPID_RSS_SLACK_KB,
-	       "qpid: daemon RSS flat over 10 s (%ld kB -> %ld kB, limit +%d "
-	       "kB)",
-	       rss0, rss1, QPID_RSS_SLACK_KB);
+	if (QPID_RSS_CHECKED)
+		TAP_OK(rss0 > 0 && rss1 - rss0 < QPID_RSS_SLACK_KB,
+		       "qpid: daemon RSS flat over 10 s (%ld kB -> %ld kB, "
+		       "limit +%d kB)",
+		       rss0, rss1, QPID_RSS_SLACK_KB);
+	else
+		TAP_SKIP("qpid: daemon RSS under AddressSanitizer (%ld kB -> "
+			 "%ld kB) says nothing of the daemon's",
+			 rss0, rss1);
 	TAP_NOTE("qpid: RSS %ld -> %ld kB, max queue depth %g", rss0, rss1,
 		 max_depth);
 	for (int i = 0; i < 8; i++) {
