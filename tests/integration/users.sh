@@ -32,8 +32,10 @@ tmp=$(mktemp -d /tmp/sw-users-XXXXXX) || exit 1
 chmod 0711 "$tmp"
 dpid="" py="" ngx=""
 cleanup() {
+	# nginx's workers first: once their master is gone they are init's
+	# children, and pkill -P no longer finds them.
+	[ -n "$ngx" ] && pkill -9 -P "$ngx" 2>/dev/null
 	for p in $py $ngx; do kill -9 "$p" 2>/dev/null; done
-	[ -f "$tmp/nginx/nginx.pid" ] && pkill -9 -P "$(cat "$tmp/nginx/nginx.pid")" 2>/dev/null
 	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
 	wait 2>/dev/null
 	rm -rf "$tmp"
