@@ -71,17 +71,6 @@ static int status_creds(pid_t pid, uid_t *euid, gid_t *egid, uint64_t *caps,
 	return 0;
 }
 
-/* Whether the process pinned by pidfd has not exited. */
-static bool pidfd_alive(int pidfd)
-{
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-	while (poll(&p, 1, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return !(p.revents & (POLLIN | POLLHUP | POLLERR));
-}
-
 /*
  * The effective capabilities of the process on the other end of unix
  * socket fd, pinned by SO_PEERPIDFD: 0 when it cannot be pinned, is gone,
@@ -101,7 +90,7 @@ static uint64_t unix_peer_caps(int fd, const struct ucred *cred)
 	    pidfd < 0)
 		return 0;
 	if (status_creds(cred->pid, &euid, &egid, &caps, NULL, NULL) < 0 ||
-	    euid != cred->uid || !pidfd_alive(pidfd))
+	    euid != cred->uid || !procfs_pidfd_alive(pidfd))
 		caps = 0;
 	close(pidfd);
 	return caps;

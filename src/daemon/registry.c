@@ -286,19 +286,6 @@ static int pin_peer(int fd, pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-/* Whether the process pinned by pidfd has not exited (yet). */
-static bool pinned_alive(int pidfd)
-{
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-	if (pidfd < 0)
-		return false;
-	while (poll(&p, 1, 0) < 0)
-		if (errno != EINTR)
-			return false;
-	return !(p.revents & (POLLIN | POLLHUP | POLLERR));
-}
-
 static void accept_agents(struct registry *r)
 {
 	for (;;) {
@@ -373,7 +360,7 @@ static void register_agent(struct registry *r, struct pending *p,
 	 * start time under its pid), is refused: its pid may belong to
 	 * another process by now, which this agent must never speak for.
 	 */
-	if (procid_read(p->pid, &id) < 0 || !pinned_alive(p->pidfd) ||
+	if (procid_read(p->pid, &id) < 0 || !procfs_pidfd_alive(p->pidfd) ||
 	    procfs_start_time(p->pid, &start) || start != p->start) {
 		log_notice(
 			"refusing pid %d: the process that connected is gone",

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,18 @@ int procfs_read_cmdline(pid_t pid, char **out)
 	buf[n] = '\0';
 	*out = buf;
 	return 0;
+}
+
+bool procfs_pidfd_alive(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	if (pidfd < 0)
+		return false;
+	while (poll(&p, 1, 0) < 0)
+		if (errno != EINTR)
+			return false;
+	return !(p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 
 int procfs_tracer_pid(pid_t pid, pid_t *out)

@@ -8,6 +8,7 @@
 #ifndef SW_PROCFS_H
 #define SW_PROCFS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -116,6 +117,13 @@ int procfs_read_proc(pid_t pid, struct procfs_proc *out);
 
 /* The real uid of process pid (its status file). 0 or -errno. */
 int procfs_read_uid(pid_t pid, uid_t *out);
+
+/*
+ * Whether the process pinned by pidfd (pidfd_open(2), SO_PEERPIDFD) has
+ * not exited: a pidfd turns readable when its process exits. false for
+ * -1. Never blocks.
+ */
+bool procfs_pidfd_alive(int pidfd);
 
 /* TracerPid of a process (pid 0: self). 0 or -errno. */
 int procfs_tracer_pid(pid_t pid, pid_t *out);
