@@ -85,6 +85,7 @@ cat >"$tmp/good.conf" <<EOF
 
 listen=127.0.0.1:0
 	agent-socket = $sock   # a comment after a blank
+http-socket = $tmp/good-http.sock
 sample-interval = 0
 timeout =   2000
 log-level = notice
