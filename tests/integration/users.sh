@@ -32,9 +32,17 @@ tmp=$(mktemp -d /tmp/sw-users-XXXXXX) || exit 1
 chmod 0711 "$tmp"
 dpid="" py="" ngx=""
 cleanup() {
-	# nginx's workers first: once their master is gone they are init's
-	# children, and pkill -P no longer finds them.
-	[ -n "$ngx" ] && pkill -9 -P "$ngx" 2>/dev/null
+	# nginx stops its workers and reaps them itself on SIGTERM; killed
+	# first, it would leave them to init (which may never reap them).
+	if [ -n "$ngx" ] && kill -TERM "$ngx" 2>/dev/null; then
+		i=0
+		while [ $i -lt 100 ] && kill -0 "$ngx" 2>/dev/null &&
+			[ "$(awk '{ print $3 }' "/proc/$ngx/stat" 2>/dev/null)" != Z ]; do
+			sleep 0.05
+			i=$((i + 1))
+		done
+		pkill -9 -P "$ngx" 2>/dev/null
+	fi
 	for p in $py $ngx; do kill -9 "$p" 2>/dev/null; done
 	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null
 	wait 2>/dev/null
