@@ -9,8 +9,10 @@ set -eu
 
 build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev liblzma-dev \
 libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
-protobuf-c-compiler libprotobuf-c-dev zlib1g-dev"
-# clang: the libFuzzer pass; prometheus: promtool checks /metrics;
+protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libbpf-dev bpftool clang"
+# libbpf-dev, bpftool, clang (build): the kernel reads' BPF program
+# (src/kread/), compiled for the BPF target and turned into a skeleton.
+# clang: also the libFuzzer pass; prometheus: promtool checks /metrics;
 # strace: proves the daemon sends no signal; curl: the README's examples;
 # nginx-light: a real daemonizing server under the agent; python3: a real
 # program of another user (tests/integration/users.sh).

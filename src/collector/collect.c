@@ -356,6 +356,7 @@ static void harvest_slot(struct run *r, int s)
 		t->utime_ms = sl->utime_us / 1000;
 		t->stime_ms = sl->stime_us / 1000;
 		t->status = SW_ST_OK;
+		t->read = SW_READ_SIGNAL;
 		if (r->unread[r->owner[s]]) {
 			/* else the name the last dump saw, set at the start */
 			if (sl->name[0])
@@ -825,6 +826,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 			t->nips = self_n;
 			t->captured_ns = clock_now_ns();
 			t->status = SW_ST_OK;
+			t->read = SW_READ_SIGNAL; /* itself, as if */
 		} else if (traced) {
 			r->settled[i] = true;
 			read_task(r, t);

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kread/ksnap.h"
 #include "log.h"
 #include "model/clock.h"
 #include "ptracer_msg.h"
@@ -39,6 +40,10 @@ struct child {
 };
 
 static struct child children[PTRACER_MAX_CHILDREN];
+
+/* The kernel reader, loaded once; each child reads in its own slot. */
+static struct kread *kr;
+static struct helper_status kr_status;
 
 /*
  * Receives one request into buf (MAX_REQUEST bytes). Returns 1 with the
@@ -87,11 +92,14 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd)
 	    (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
 	    rq.magic != PTRACER_MAGIC || *answer_fd < 0 ||
 	    (rq.kind == REQ_SNAPSHOT &&
-	     (rq.pid <= 0 || n != (ssize_t)sizeof(rq))) ||
+	     (rq.pid <= 0 || n != (ssize_t)sizeof(rq) ||
+	      (rq.flags & ~(uint32_t)REQF_KERNEL_ONLY))) ||
+	    (rq.kind == REQ_STATUS && n != (ssize_t)sizeof(rq)) ||
 	    (rq.kind == REQ_CHECK &&
 	     (rq.n > PTRACER_CHECK_MAX ||
 	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_task))) ||
-	    (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_CHECK)) {
+	    (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_CHECK &&
+	     rq.kind != REQ_STATUS)) {
 		if (*answer_fd >= 0)
 			close(*answer_fd);
 		*answer_fd = -1;
@@ -145,7 +153,15 @@ static void start_snapshot(int ctl, const struct request *rq, int answer_fd)
 			left_ms = 1;
 		if (left_ms > PTRACER_MAX_MS)
 			left_ms = PTRACER_MAX_MS;
-		r = snap_take(rq->pid, (int)left_ms, &s);
+		if (!kr && (rq->flags & REQF_KERNEL_ONLY))
+			r = -EOPNOTSUPP;
+		else
+			r = ksnap_take(kr, (int)(slot - children), rq->pid,
+				       (int)left_ms,
+				       (rq->flags & REQF_KERNEL_ONLY)
+					       ? SNAP_GIVEN_ONLY
+					       : 0,
+				       &s, NULL);
 		snap_write(answer_fd, r, s);
 		_exit(0);
 	}
@@ -160,10 +176,12 @@ static void tend_children(void)
 	pid_t w;
 	int st;
 
-	while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+	while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
 		for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
 			if (children[i].pid == w)
 				children[i].pid = 0;
+		kread_forget(kr, w); /* killed in the middle of a read */
+	}
 	for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
 		if (children[i].pid && now >= children[i].until)
 			kill(children[i].pid, SIGKILL); /* reaped next time */
@@ -299,7 +317,24 @@ static void warn_priority(void)
 		 strerror(errno));
 }
 
-int ptracer_main(int fd)
+/*
+ * Loads the kernel reader unless told not to, and keeps why not for
+ * REQ_STATUS.
+ */
+static void start_kread(bool wanted)
+{
+	memset(&kr_status, 0, sizeof(kr_status));
+	if (!wanted) {
+		kr_status.kread_err = -ECANCELED;
+		snprintf(kr_status.why, sizeof(kr_status.why),
+			 "turned off (--no-kernel-reads)");
+		return;
+	}
+	kr_status.kread_err =
+		kread_open(&kr, kr_status.why, sizeof(kr_status.why));
+}
+
+int ptracer_main(int fd, bool kernel_reads)
 {
 	int type = 0, sfd;
 	socklen_t len = sizeof(type);
@@ -319,6 +354,7 @@ int ptracer_main(int fd)
 		return 2;
 	}
 	warn_priority();
+	start_kread(kernel_reads);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGINT, SIG_IGN); /* a ^C of the daemon is the daemon's */
 	signal(SIGTERM, SIG_IGN);
@@ -358,6 +394,8 @@ int ptracer_main(int fd)
 		memcpy(&rq, buf, sizeof(rq));
 		if (rq.kind == REQ_SNAPSHOT)
 			start_snapshot(fd, &rq, answer_fd);
+		else if (rq.kind == REQ_STATUS)
+			(void)!write(answer_fd, &kr_status, sizeof(kr_status));
 		else
 			check(&own, &rq,
 			      (const struct request_task *)(buf + sizeof(rq)),
@@ -365,6 +403,7 @@ int ptracer_main(int fd)
 		close(answer_fd);
 	}
 	/* The daemon is gone: so are our children (PR_SET_PDEATHSIG). */
+	kread_close(kr);
 	free(buf);
 	close(sfd);
 	return 0;

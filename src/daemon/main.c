@@ -74,8 +74,11 @@ int main(int argc, char **argv)
 	int rc, port, sig, prc, lrc;
 
 	/* The snapshot helper is this program, started by ptracer_start(). */
-	if (argc == 2 && strcmp(argv[1], "--snapshot-helper") == 0)
-		return ptracer_main(3);
+	if ((argc == 2 || argc == 3) &&
+	    strcmp(argv[1], "--snapshot-helper") == 0)
+		return ptracer_main(
+			3, !(argc == 3 &&
+			     strcmp(argv[2], "--no-kernel-reads") == 0));
 	rc = options_parse(&o, argc, argv);
 	if (rc != 0) {
 		options_release(&o);
@@ -106,7 +109,7 @@ int main(int argc, char **argv)
 	 * The only process of ours that may ptrace is the helper, started
 	 * before any thread; this one forbids itself ptrace from here on.
 	 */
-	prc = ptracer_start();
+	prc = ptracer_start(o.kernel_reads);
 	lrc = prc == 0 ? ptracer_lockdown() : 0;
 	notify_init();
 	block_signals(&set);
@@ -176,6 +179,13 @@ int main(int argc, char **argv)
 			 (int)ptracer_pid(),
 			 lrc == 0 ? "denied to this process"
 				  : "not locked out of this process");
+	if (ptracer_kernel_status(why, sizeof(why)) == 0)
+		log_notice("kernel reads: on (blocked threads are read with no "
+			   "signal and no stop)");
+	else
+		log_notice("kernel reads: off: %s; blocked threads are read "
+			   "by signal (agent) or ptrace",
+			   why);
 	if (http_unix_socket(http))
 		log_info("HTTP also on %s", http_unix_socket(http));
 	if (strchr(o.listen_addr, ':'))

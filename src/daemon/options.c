@@ -44,6 +44,8 @@ static const char usage[] =
 	"  --sample-ptrace         sample processes without the agent too,\n"
 	"                          once opened (ptrace snapshots)\n"
 	"  --ptrace-interval MS    how often (default 10000)\n"
+	"  --no-kernel-reads       never read blocked threads from the\n"
+	"                          kernel (BPF): signals and ptrace only\n"
 	"  --profile-hz N          samples a second of /debug/pprof/profile\n"
 	"                          (default 19)\n"
 	"  --stuck-after SECONDS   flag threads stuck this long (default 10)\n"
@@ -81,6 +83,8 @@ enum {
 	O_ALLOW_HOST,
 	O_INTERVAL,
 	O_SAMPLE_PTRACE,
+	O_KREADS,
+	O_NO_KREADS,
 	O_PTRACE_INTERVAL,
 	O_PROFILE_HZ,
 	O_STUCK,
@@ -109,6 +113,8 @@ static const struct option longopts[] = {
 	{ "allow-host", required_argument, NULL, O_ALLOW_HOST },
 	{ "sample-interval", required_argument, NULL, O_INTERVAL },
 	{ "sample-ptrace", optional_argument, NULL, O_SAMPLE_PTRACE },
+	{ "kernel-reads", optional_argument, NULL, O_KREADS },
+	{ "no-kernel-reads", no_argument, NULL, O_NO_KREADS },
 	{ "ptrace-interval", required_argument, NULL, O_PTRACE_INTERVAL },
 	{ "profile-hz", required_argument, NULL, O_PROFILE_HZ },
 	{ "stuck-after", required_argument, NULL, O_STUCK },
@@ -195,8 +201,10 @@ static int apply(struct options *o, int key, const char *val)
 {
 	enum log_level lvl;
 
-	if (!val && key == O_SAMPLE_PTRACE)
+	if (!val && (key == O_SAMPLE_PTRACE || key == O_KREADS))
 		val = "yes"; /* the bare flag */
+	if (!val && key == O_NO_KREADS)
+		val = "yes";
 	if (!val)
 		return -EINVAL;
 	switch (key) {
@@ -233,6 +241,16 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_int(val, 0, 86400000, &o->sample_interval_ms);
 	case O_SAMPLE_PTRACE:
 		return parse_bool(val, &o->sample_ptrace);
+	case O_KREADS:
+		return parse_bool(val, &o->kernel_reads);
+	case O_NO_KREADS: {
+		bool no;
+		int r = parse_bool(val, &no);
+
+		if (r == 0)
+			o->kernel_reads = !no;
+		return r;
+	}
 	case O_PTRACE_INTERVAL:
 		return parse_int(val, 100, 86400000, &o->ptrace_interval_ms);
 	case O_PROFILE_HZ:
@@ -300,6 +318,8 @@ static const char *expected(int key)
 	case O_ADMIN_GROUP:
 		return "a group name";
 	case O_SAMPLE_PTRACE:
+	case O_KREADS:
+	case O_NO_KREADS:
 		return "yes or no";
 	case O_PTRACE_INTERVAL:
 		return "milliseconds, 100 to 86400000";
@@ -460,6 +480,7 @@ static void set_defaults(struct options *o)
 	o->sample_interval_ms = 1000;
 	o->ptrace_interval_ms = 10000;
 	o->profile_hz = 19;
+	o->kernel_reads = true;
 	o->stuck_after_s = 10;
 	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;
 	o->max_dump_rate = 30;

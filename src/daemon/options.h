@@ -25,6 +25,7 @@ struct options {
 	int sample_interval_ms; /* 0: no periodic sampling */
 	bool sample_ptrace;	/* sample processes without the agent too */
 	int ptrace_interval_ms; /* and how often */
+	bool kernel_reads;	/* blocked threads read from the kernel */
 	int profile_hz;		/* /debug/pprof/profile's sampling rate */
 	int stuck_after_s;
 	int timeout_ms;

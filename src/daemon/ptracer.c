@@ -48,6 +48,10 @@
 static int ctl_fd = -1;
 static pid_t helper_pid = -1;
 static _Atomic unsigned long nsnapshots;
+static _Atomic unsigned long nkreads;
+static int kread_err = 1; /* 1: not asked yet */
+static char kread_why[240];
+static pthread_mutex_t kread_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A request for a snapshot waiting for its turn. */
 struct turn {
@@ -70,6 +74,11 @@ unsigned long ptracer_snapshots(void)
 	return atomic_load(&nsnapshots);
 }
 
+unsigned long ptracer_kernel_reads(void)
+{
+	return atomic_load(&nkreads);
+}
+
 unsigned ptracer_waiting(void)
 {
 	return atomic_load(&nwaiting);
@@ -80,7 +89,7 @@ pid_t ptracer_pid(void)
 	return helper_pid;
 }
 
-int ptracer_start(void)
+int ptracer_start(bool kernel_reads)
 {
 	int sv[2];
 	pid_t pid;
@@ -96,8 +105,9 @@ int ptracer_start(void)
 		return -e;
 	}
 	if (pid == 0) {
-		static char name[] = "stackwatchd", opt[] = "--snapshot-helper";
-		char *argv[] = { name, opt, NULL };
+		static char name[] = "stackwatchd", opt[] = "--snapshot-helper",
+			    off[] = "--no-kernel-reads";
+		char *argv[] = { name, opt, kernel_reads ? NULL : off, NULL };
 
 		/* fd 3 without close-on-exec; everything else closes. */
 		if (sv[1] == PTRACER_FD) {
@@ -164,6 +174,9 @@ int ptracer_lockdown(void)
 		__NR_setfsgid,
 		__NR_setgroups,
 		__NR_capset,
+		/* Kernel reads: the helper's too (kread/). */
+		__NR_bpf,
+		__NR_perf_event_open,
 	};
 	enum { NDENIED = sizeof(denied) / sizeof(denied[0]) };
 	struct sock_filter f[5 + NDENIED + 2];
@@ -370,13 +383,16 @@ static int open_mapped(void *arg, uint64_t start, const char *path)
 	return modfile_open(arg, &m);
 }
 
+static int read_exactly(int fd, void *buf, size_t n, uint64_t deadline_ns);
+
 /* The helper's snapshot of pid, taken in who's turn, into *out. */
 static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
-		    struct snap **out)
+		    uint32_t flags, struct snap **out)
 {
 	struct request rq = { .magic = PTRACER_MAGIC,
 			      .kind = REQ_SNAPSHOT,
 			      .pid = pid,
+			      .flags = flags,
 			      .deadline_ns = deadline_ns };
 	uint64_t now;
 	int sv[2], rc;
@@ -394,6 +410,8 @@ static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
 	}
 	rc = send_request(&rq, NULL, 0, sv[1]);
 	close(sv[1]);
+	if (rc == 0 && kread_err == 0)
+		atomic_fetch_add(&nkreads, 1);
 	if (rc == 0)
 		rc = snap_read(sv[0], deadline_ns + PTRACER_GRACE_NS, out);
 	close(sv[0]);
@@ -404,8 +422,10 @@ out:
 	return rc;
 }
 
-int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
-		 struct sw_dump **out, pid_t *tracer)
+/* ptracer_dump() with the request's flags. */
+static int dump_with(pid_t pid, int pidfd, const struct asker *who,
+		     int timeout_ms, uint32_t flags, struct sw_dump **out,
+		     pid_t *tracer)
 {
 	struct snap *s = NULL;
 	struct modfile_maps mm;
@@ -418,7 +438,8 @@ int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 	if (timeout_ms < 1 || timeout_ms > PTRACER_MAX_MS)
 		return -EINVAL;
 	rc = snapshot(pid, who,
-		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, &s);
+		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, flags,
+		      &s);
 	if (rc == SNAP_ETRACED && s)
 		*tracer = s->tracer;
 	if (rc != 0 || !s) {
@@ -436,6 +457,66 @@ int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 		modfile_maps_release(&mm);
 	}
 	snap_free(s);
+	return rc;
+}
+
+int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
+		 struct sw_dump **out, pid_t *tracer)
+{
+	return dump_with(pid, pidfd, who, timeout_ms, 0, out, tracer);
+}
+
+int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,
+			int timeout_ms, struct sw_dump **out)
+{
+	pid_t tracer;
+
+	*out = NULL;
+	if (ptracer_kernel_status(NULL, 0) != 0)
+		return -EOPNOTSUPP;
+	return dump_with(pid, pidfd, who, timeout_ms, REQF_KERNEL_ONLY, out,
+			 &tracer);
+}
+
+int ptracer_kernel_status(char *why, size_t size)
+{
+	struct request rq = { .magic = PTRACER_MAGIC, .kind = REQ_STATUS };
+	struct helper_status hs;
+	int sv[2], rc;
+
+	pthread_mutex_lock(&kread_lock);
+	if (kread_err == 1 && ctl_fd < 0) {
+		kread_err = PTRACER_EGONE;
+		snprintf(kread_why, sizeof(kread_why),
+			 "no snapshot helper runs");
+	} else if (kread_err == 1) {
+		rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+		if (rc == 0) {
+			rc = send_request(&rq, NULL, 0, sv[1]);
+			close(sv[1]);
+			if (rc == 0)
+				rc = read_exactly(sv[0], &hs, sizeof(hs),
+						  clock_now_ns() +
+							  PTRACER_GRACE_NS * 5);
+			close(sv[0]);
+		} else {
+			rc = -errno;
+		}
+		if (rc == 0) {
+			hs.why[sizeof(hs.why) - 1] = '\0';
+			kread_err = hs.kread_err > 0 ? -EINVAL : hs.kread_err;
+			snprintf(kread_why, sizeof(kread_why), "%s", hs.why);
+		} else {
+			kread_err = rc;
+			snprintf(kread_why, sizeof(kread_why),
+				 "the snapshot helper did not say: %s",
+				 sw_strerror(rc));
+		}
+	}
+	rc = kread_err;
+	if (why && size)
+		snprintf(why, size, "%s", kread_why);
+	pthread_mutex_unlock(&kread_lock);
 	return rc;
 }
 

@@ -64,7 +64,13 @@ struct ptracer_task {
  * thread is started. Returns 0 or a negative errno (the daemon then runs
  * without snapshots and says so).
  */
-int ptracer_start(void);
+int ptracer_start(bool kernel_reads);
+
+/*
+ * Whether the helper reads blocked threads from the kernel: 0, or why
+ * not (a negative errno, and a sentence in why). Asked once, then kept.
+ */
+int ptracer_kernel_status(char *why, size_t size);
 
 /*
  * Forbids the calling process ptrace, the process_vm_* calls and every
@@ -91,6 +97,14 @@ int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 		 struct sw_dump **out, pid_t *tracer);
 
 /*
+ * ptracer_dump() of the threads the kernel can give (those blocked):
+ * the others are in *out with status skipped, nothing stopped or
+ * signalled. -EOPNOTSUPP when the helper does not read from the kernel.
+ */
+int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,
+			int timeout_ms, struct sw_dump **out);
+
+/*
  * Asks the kernel whether a process with credentials cred may read each
  * of tasks (n of them, at most PTRACER_CHECK_MAX): the helper takes those
  * credentials and reads each task's /proc/PID/task/TID/ns/mnt link, which
@@ -104,13 +118,15 @@ int ptracer_check(const struct ptracer_cred *cred,
 		  const struct ptracer_task *tasks, size_t n, bool *ok);
 
 /* The helper's side: serves requests on fd until it closes. Exits. */
-int ptracer_main(int fd);
+int ptracer_main(int fd, bool kernel_reads);
 
 /*
  * Snapshots answered by the helper since start, snapshot requests
  * waiting for their turn now, and the helper's pid.
  */
 unsigned long ptracer_snapshots(void);
+/* Requests that had the helper read a process from the kernel. */
+unsigned long ptracer_kernel_reads(void);
 unsigned ptracer_waiting(void);
 pid_t ptracer_pid(void);
 

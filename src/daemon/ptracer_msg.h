@@ -4,8 +4,9 @@
  *
  * One request is one SOCK_SEQPACKET message on the helper's socket, with
  * one end of a fresh stream socket attached (SCM_RIGHTS) that carries its
- * answer alone: a snapshot (snapshot.h's bytes) or, for a check, one byte
- * per task (1: the requester may read it).
+ * answer alone: a snapshot (snapshot.h's bytes), for a check one byte
+ * per task (1: the requester may read it), for a status one struct
+ * helper_status.
  */
 #ifndef SWD_PTRACER_MSG_H
 #define SWD_PTRACER_MSG_H
@@ -20,13 +21,25 @@
 #define PTRACER_MAX_MS 60000
 #define PTRACER_MAX_CHILDREN 4 /* snapshots the helper takes at once */
 
-enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2 };
+enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2, REQ_STATUS = 3 };
+
+/* request.flags of a snapshot */
+#define REQF_KERNEL_ONLY 0x1 /* threads the kernel cannot give: skipped */
+
+/* The answer to REQ_STATUS: whether the helper reads from the kernel. */
+struct helper_status {
+	int32_t kread_err; /* 0: it does; else why not (-errno) */
+	uint32_t pad;
+	char why[240]; /* in words, when it does not */
+};
 
 struct request {
 	uint32_t magic;
 	uint32_t kind;
-	int32_t pid;	      /* REQ_SNAPSHOT */
-	uint32_t n;	      /* REQ_CHECK: tasks that follow */
+	int32_t pid;	/* REQ_SNAPSHOT */
+	uint32_t n;	/* REQ_CHECK: tasks that follow */
+	uint32_t flags; /* REQ_SNAPSHOT: REQF_* */
+	uint32_t pad;
 	uint64_t deadline_ns; /* CLOCK_MONOTONIC: the host's one clock */
 	uint32_t uid;	      /* REQ_CHECK: the requester's credentials */
 	uint32_t gid;

@@ -40,6 +40,17 @@ const char *dump_method_name(enum sw_method m)
 	}
 }
 
+const char *dump_read_name(enum sw_read r)
+{
+	static const char *const names[SW_READ_COUNT] = {
+		[SW_READ_SIGNAL] = "signal", [SW_READ_KERNEL] = "kernel",
+		[SW_READ_PERF] = "perf",     [SW_READ_PTRACE] = "ptrace",
+		[SW_READ_CORE] = "core",
+	};
+
+	return (unsigned)r < SW_READ_COUNT ? names[r] : NULL;
+}
+
 const char *dump_status_name(enum sw_status st)
 {
 	if ((unsigned)st >= SW_ST_COUNT)

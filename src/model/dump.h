@@ -69,6 +69,17 @@ struct sw_wait {
 	bool unsure;
 };
 
+/* How one thread was read (JSON "method" of a thread). */
+enum sw_read {
+	SW_READ_NONE = 0, /* not read: its status says why */
+	SW_READ_SIGNAL,	  /* the agent's handler, in the thread itself */
+	SW_READ_KERNEL,	  /* blocked: its saved registers and stack */
+	SW_READ_PERF,	  /* on a CPU: one perf sample of it */
+	SW_READ_PTRACE,	  /* stopped for its copy */
+	SW_READ_CORE,	  /* a core file's copy */
+	SW_READ_COUNT
+};
+
 struct sw_thread {
 	pid_t tid;
 	/* The tid in the process's own pid namespace; 0: the same as tid. */
@@ -80,6 +91,7 @@ struct sw_thread {
 	enum sw_status status;
 	char *error;	      /* reason when status is not ok, owned */
 	uint32_t flags;	      /* SW_TF_* */
+	enum sw_read read;    /* how, with status ok */
 	uint64_t captured_ns; /* CLOCK_MONOTONIC at capture, 0 unknown */
 	size_t nips;
 	uint64_t *ips; /* raw, innermost first; owned */
@@ -156,6 +168,9 @@ struct sw_dump {
 
 /* "agent", "ptrace", "core". */
 const char *dump_method_name(enum sw_method m);
+
+/* "signal", "kernel", "perf", "ptrace", "core"; NULL for none. */
+const char *dump_read_name(enum sw_read r);
 
 /* "ok", "timeout", "exited", "blocked-signal", "skipped", "error". */
 const char *dump_status_name(enum sw_status st);

@@ -377,6 +377,8 @@ static int get_thread(struct wire_in *in, struct sw_thread *t)
 		return SW_EFORMAT;
 	t->state = (char)state;
 	t->status = (enum sw_status)status;
+	/* An agent's threads answered its handler (or are the dumper). */
+	t->read = status == SW_ST_OK ? SW_READ_SIGNAL : SW_READ_NONE;
 	if (nips > in->left / 8)
 		return SW_EFORMAT;
 	t->ips = malloc((nips ? nips : 1) * sizeof(uint64_t));

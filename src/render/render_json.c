@@ -377,6 +377,27 @@ fail:
 	return NULL;
 }
 
+/* "methods": how many threads each way of reading took. */
+static cJSON *methods_json(const struct sw_dump *d)
+{
+	size_t n[SW_READ_COUNT] = { 0 };
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].status == SW_ST_OK &&
+		    (unsigned)d->threads[i].read < SW_READ_COUNT)
+			n[d->threads[i].read]++;
+	for (int r = 0; r < SW_READ_COUNT; r++)
+		if (n[r] && dump_read_name((enum sw_read)r) &&
+		    !add_uint(o, dump_read_name((enum sw_read)r), n[r])) {
+			cJSON_Delete(o);
+			return NULL;
+		}
+	return o;
+}
+
 /* One entry of "threads". */
 static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 			  const struct lock_wait *w)
@@ -392,6 +413,8 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 	     add_uint(o, "utime_ms", t->utime_ms) &&
 	     add_uint(o, "stime_ms", t->stime_ms) &&
 	     add_const_str(o, "status", dump_status_name(t->status));
+	if (t->status == SW_ST_OK && dump_read_name(t->read))
+		ok = ok && add_const_str(o, "method", dump_read_name(t->read));
 	if (t->status != SW_ST_OK)
 		ok = ok && add_str(o, "error",
 				   t->error ? t->error
@@ -471,6 +494,7 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	       add_uint(o, "threads_total", d->nthreads) &&
 	       add_uint(o, "threads_ok", nok) &&
 	       add_str(o, "method", dump_method_name(d->method)) &&
+	       add_item(o, "methods", methods_json(d)) &&
 	       (d->method != SW_METHOD_PTRACE ||
 		(add_uint(o, "paused_us_max", d->paused_us_max) &&
 		 add_uint(o, "paused_us_total", d->paused_us_total))) &&

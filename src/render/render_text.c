@@ -245,6 +245,28 @@ static void put_waits(struct out *o, const struct sw_dump *d,
 }
 
 /* "DEADLOCK: A (1) waits for mutex 0x... held by B (2), ...". */
+/* "(read: 998 kernel, 3 signal)": how the threads were read. */
+static void put_methods(struct out *o, const struct sw_dump *d)
+{
+	size_t n[SW_READ_COUNT] = { 0 };
+	const char *sep = "(read: ";
+
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].status == SW_ST_OK &&
+		    (unsigned)d->threads[i].read < SW_READ_COUNT)
+			n[d->threads[i].read]++;
+	for (int r = 0; r < SW_READ_COUNT; r++) {
+		const char *name = dump_read_name((enum sw_read)r);
+
+		if (!n[r] || !name)
+			continue;
+		put(o, "%s%zu %s", sep, n[r], name);
+		sep = ", ";
+	}
+	if (sep[0] == ',')
+		put(o, ")\n");
+}
+
 static void put_deadlocks(struct out *o, const struct sw_dump *d,
 			  const struct locks *l)
 {
@@ -322,7 +344,8 @@ int render_text(const struct sw_dump *d, char **out)
 	put(&o, "): %zu thread%s, %zu group%s, collected in %.1f ms\n",
 	    d->nthreads, plural(d->nthreads), d->ngroups, plural(d->ngroups),
 	    (double)d->elapsed_us / 1000.0);
-	if (d->method == SW_METHOD_PTRACE)
+	put_methods(&o, d);
+	if (d->method == SW_METHOD_PTRACE && d->paused_us_total)
 		put(&o,
 		    "(ptrace snapshot: each thread was paused for at most "
 		    "%" PRIu64 " us, %" PRIu64 " us in all)\n",

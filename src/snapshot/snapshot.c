@@ -584,7 +584,50 @@ static int add_new_threads(int taskfd, struct snap *s, size_t *added)
 	return 0;
 }
 
+/*
+ * Moves the given threads into s's list (read from /proc): each replaces
+ * its tid's entry, or is added when the thread left the list meanwhile.
+ * Threads not given are skipped with SNAP_GIVEN_ONLY.
+ */
+static int merge_given(struct snap *s, struct snap_thread *given, size_t n,
+		       unsigned flags)
+{
+	size_t k = s->nthreads;
+	struct snap_thread *nv = realloc(s->threads, (k + n + 1) * sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	s->threads = nv;
+	qsort(s->threads, k, sizeof(*nv), cmp_thread);
+	for (size_t i = 0; i < k && (flags & SNAP_GIVEN_ONLY); i++)
+		s->threads[i].status = SW_ST_SKIPPED;
+	for (size_t i = 0; i < n; i++) {
+		struct snap_thread *t = bsearch(&given[i], s->threads, k,
+						sizeof(*nv), cmp_thread);
+
+		if (!t)
+			t = &s->threads[s->nthreads++];
+		*t = given[i];
+		given[i].stack = NULL;
+		given[i].stack_len = 0;
+	}
+	qsort(s->threads, s->nthreads, sizeof(*nv), cmp_thread);
+	return 0;
+}
+
+/* Whether t was read before snap_take_with() began (and is not again). */
+static bool is_given(const struct snap_thread *t)
+{
+	return t->method != SNAP_M_PTRACE || t->status == SW_ST_SKIPPED;
+}
+
 int snap_take(pid_t pid, int timeout_ms, struct snap **out)
+{
+	return snap_take_with(pid, timeout_ms, NULL, 0, 0, out);
+}
+
+int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
+		   size_t ngiven, unsigned flags, struct snap **out)
 {
 	struct prio prio;
 	uint8_t *scratch = NULL;
@@ -627,12 +670,16 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 		r = -errno;
 		goto fail;
 	}
-	r = maps_read(pid, &m);
-	if (r == -EACCES) /* what ptrace's read rule says about the maps */
-		r = -EPERM;
+	if (!(flags & SNAP_GIVEN_ONLY)) {
+		r = maps_read(pid, &m);
+		if (r == -EACCES) /* what ptrace's read rule says of the maps */
+			r = -EPERM;
+	}
 	if (r == 0)
 		r = list_threads(taskfd, s);
-	if (r == 0) {
+	if (r == 0 && (ngiven || (flags & SNAP_GIVEN_ONLY)))
+		r = merge_given(s, given, ngiven, flags);
+	if (r == 0 && !(flags & SNAP_GIVEN_ONLY)) {
 		scratch = malloc(SNAP_STACK_MAX);
 		if (scratch)
 			memset(scratch, 0, SNAP_STACK_MAX); /* faulted in now */
@@ -644,9 +691,14 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &old);
-	prio_start(&prio);
+	memset(&prio, 0, sizeof(prio));
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (!is_given(&s->threads[i])) {
+			prio_start(&prio); /* someone is stopped after all */
+			break;
+		}
 	s->realtime = prio.ok;
-	for (int pass = 0; pass < 2; pass++) {
+	for (int pass = 0; pass < 2 && !(flags & SNAP_GIVEN_ONLY); pass++) {
 		pid_t *lv = realloc(late.v, s->nthreads * sizeof(*lv) + 1);
 
 		if (!lv) {
@@ -657,6 +709,8 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 		for (size_t i = first; i < s->nthreads; i++) {
 			struct snap_thread *t = &s->threads[i];
 
+			if (is_given(t))
+				continue;
 			if (clock_now_ns() >= deadline_ns) {
 				t->status = SW_ST_TIMEOUT;
 				continue;

@@ -35,8 +35,17 @@
 #define SNAP_EKTHREAD (-21103) /* a kernel thread: no user stack */
 #define SNAP_EARCH (-21104)    /* not supported on this architecture */
 
+/* How a thread was read (JSON "method" of a thread). */
+enum snap_method {
+	SNAP_M_PTRACE = 0, /* stopped for its copy (this file) */
+	SNAP_M_KERNEL,	   /* blocked: read from the kernel (kread/) */
+	SNAP_M_PERF,	   /* running: one perf sample of it */
+	SNAP_M_COUNT
+};
+
 struct snap_thread {
 	pid_t tid;
+	uint8_t method;	       /* enum snap_method, with status ok */
 	enum sw_status status; /* ok, timeout, exited or error */
 	int err;	       /* -errno or SNAP_E* when status is error */
 	char name[SW_COMM_MAX];
@@ -77,6 +86,17 @@ struct snap {
  * that has no other children to wait for.
  */
 int snap_take(pid_t pid, int timeout_ms, struct snap **out);
+
+/*
+ * snap_take() for a process some of whose threads were read already
+ * (given, n of them, sorted by tid, status ok, their method set): those
+ * are moved into the snapshot (given[i].stack becomes its) and the
+ * others are ptraced as snap_take() does, or, with SNAP_GIVEN_ONLY,
+ * left unread (status skipped) for the caller to read another way.
+ */
+#define SNAP_GIVEN_ONLY 0x1
+int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
+		   size_t n, unsigned flags, struct snap **out);
 
 /*
  * Why the kernel may refuse to let this process trace pid, in words

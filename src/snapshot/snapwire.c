@@ -35,7 +35,9 @@ struct wire_thread {
 	int32_t err;
 	uint32_t stack_len;
 	char name[SW_COMM_MAX];
-	char state, pad[3];
+	char state;
+	uint8_t method;
+	char pad[2];
 	uint32_t paused_ns;
 	uint64_t utime_ms, stime_ms, captured_ns, sp;
 	uint64_t regs[SNAP_NREGS];
@@ -93,6 +95,7 @@ int snap_write(int fd, int err, const struct snap *s)
 		w.stack_len = t->stack ? t->stack_len : 0;
 		memcpy(w.name, t->name, sizeof(w.name));
 		w.state = t->state;
+		w.method = t->method;
 		w.paused_ns = t->paused_ns;
 		w.utime_ms = t->utime_ms;
 		w.stime_ms = t->stime_ms;
@@ -190,10 +193,11 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		struct wire_thread w = { 0 };
 
 		r = read_all(fd, &w, sizeof(w), deadline_ns);
-		if (r == 0 && (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
-			       !valid_status(w.status) ||
-			       (i && w.tid <= s->threads[i - 1].tid) ||
-			       (w.waits && !valid_wait(&w.wait))))
+		if (r == 0 &&
+		    (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
+		     !valid_status(w.status) || w.method >= SNAP_M_COUNT ||
+		     (i && w.tid <= s->threads[i - 1].tid) ||
+		     (w.waits && !valid_wait(&w.wait))))
 			r = SW_EFORMAT;
 		if (r != 0)
 			break;
@@ -204,6 +208,7 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		memcpy(t->name, w.name, sizeof(t->name));
 		t->name[SW_COMM_MAX - 1] = '\0';
 		t->state = w.state;
+		t->method = w.method;
 		t->paused_ns = w.paused_ns;
 		t->utime_ms = w.utime_ms;
 		t->stime_ms = w.stime_ms;

@@ -421,6 +421,9 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 			dump_thread_set_error(t, st->status, thread_error(st));
 			continue;
 		}
+		t->read = st->method == SNAP_M_KERNEL ? SW_READ_KERNEL
+			  : st->method == SNAP_M_PERF ? SW_READ_PERF
+						      : SW_READ_PTRACE;
 		if (!first || st->captured_ns < first)
 			first = st->captured_ns;
 		if (st->captured_ns > last)
@@ -524,6 +527,7 @@ static int core_thread_cb(Dwfl_Thread *thread, void *arg)
 	t->group = -1;
 	t->unchanged_s = -1;
 	t->status = SW_ST_OK;
+	t->read = SW_READ_CORE;
 	w->u.nips = 0;
 	w->u.truncated = false;
 	w->u.first_exact = true;

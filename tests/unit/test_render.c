@@ -346,7 +346,7 @@ static void test_json(const struct sw_dump *d)
 	TAP_OK(root != NULL, "JSON parses back");
 	TAP_OK(KEYS_ARE(root, "pid", "comm", "cmdline", "collected_at",
 			"elapsed_us", "skew_us", "timeout_ms", "threads_total",
-			"threads_ok", "method", "threads", "groups"),
+			"threads_ok", "method", "methods", "threads", "groups"),
 	       "process keys in INTERFACE order");
 	TAP_OK(!strcmp(cJSON_GetStringValue(
 			       cJSON_GetObjectItem(root, "collected_at")),
