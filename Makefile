@@ -352,17 +352,18 @@ tsan:
 
 ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(SEC_SRCS) $(FIX_C) $(FIX_CXX) \
          $(BENCH_SRCS) $(wildcard tests/fuzz/*.c) \
-         $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c)
+         $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c src/kread/*.c)
 ALL_H := $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/unit/*.h \
          tests/integration/*.h tests/security/*.h)
 
-lint: $(PROTO_H)
+lint: $(PROTO_H) $(KREAD_SKEL)
 	@sh scripts/deps.sh lint
 	cppcheck --quiet --error-exitcode=1 --inline-suppr --std=c11 \
 	    --enable=warning,performance,portability \
-	    --suppress=missingIncludeSystem -Iinclude -Isrc -I$(BUILD)/gen src
+	    --suppress=missingIncludeSystem -Iinclude -Isrc -I$(BUILD)/gen \
+	    -isrc/kread/kread.bpf.c src
 	clang-tidy --quiet $(LIB_SRCS) $(wildcard src/agent/*.c src/daemon/*.c \
-	    src/cli/*.c) -- -std=gnu11 -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
+	    src/cli/*.c) $(KREAD_OBJS:$(BUILD)/obj/%.o=src/%.c) -- -std=gnu11 -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
 
 format:
 	clang-format -i $(ALL_C) $(ALL_H)

@@ -19,6 +19,7 @@
 #include "model/dump.h"
 #include "render/group.h"
 #include "render/render.h"
+#include "kread/ksnap.h"
 #include "snapshot/snapshot.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
@@ -163,9 +164,19 @@ int cli_dump_local(long pid, const char *format)
 {
 	struct snap *s = NULL;
 	struct sw_dump *d = NULL;
+	struct kread *k = NULL;
 	char why[512];
-	int r = snap_take((pid_t)pid, OFFLINE_TIMEOUT_MS, &s);
+	int r;
 
+	/*
+	 * With the privilege (root), blocked threads are read from the
+	 * kernel, stopped for nothing; without it, or on a kernel that
+	 * cannot, every thread is ptraced.
+	 */
+	if (kread_open(&k, why, sizeof(why)) != 0)
+		k = NULL;
+	r = ksnap_take(k, 0, (pid_t)pid, OFFLINE_TIMEOUT_MS, 0, &s, NULL);
+	kread_close(k);
 	if (r != 0) {
 		snap_why((pid_t)pid, r, s ? s->tracer : 0, why, sizeof(why));
 		snap_free(s);

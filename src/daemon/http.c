@@ -1243,6 +1243,52 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 	return ret;
 }
 
+/* One entry of /api/v1/status's "methods". */
+static cJSON *method_json(bool active, const char *why)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || !cJSON_AddBoolToObject(o, "active", active) ||
+	    (!active && why && !cJSON_AddStringToObject(o, "why", why))) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/*
+ * /api/v1/status: which ways of reading a thread this daemon can use
+ * (the least disturbing first), and for each it cannot, why.
+ */
+static enum MHD_Result handle_status(struct MHD_Connection *c)
+{
+	cJSON *doc = cJSON_CreateObject(), *m = cJSON_CreateObject();
+	char why[240];
+	bool helper = ptracer_pid() > 0, kernel;
+
+	kernel = ptracer_kernel_status(why, sizeof(why)) == 0;
+	if (!doc || !m ||
+	    !cJSON_AddStringToObject(doc, "version", SW_VERSION) ||
+	    !cJSON_AddItemToObject(doc, "methods", m)) {
+		cJSON_Delete(doc);
+		cJSON_Delete(m);
+		return send_unrenderable(c);
+	}
+	if (!cJSON_AddItemToObject(m, "kernel", method_json(kernel, why)) ||
+	    !cJSON_AddItemToObject(m, "signal", method_json(true, NULL)) ||
+	    !cJSON_AddItemToObject(
+		    m, "perf",
+		    method_json(false, "running threads of a process without "
+				       "the agent are read by ptrace")) ||
+	    !cJSON_AddItemToObject(
+		    m, "ptrace",
+		    method_json(helper, "no snapshot helper runs"))) {
+		cJSON_Delete(doc);
+		return send_unrenderable(c);
+	}
+	return send_json(c, MHD_HTTP_OK, doc);
+}
+
 static enum MHD_Result handle_redirect(struct MHD_Connection *c)
 {
 	static char body[] = "see /stacks\n";
@@ -1435,6 +1481,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_profile(h, c, &acc);
 	if (strcmp(url, "/metrics") == 0)
 		return handle_metrics(h, c, &acc);
+	if (strcmp(url, "/api/v1/status") == 0)
+		return handle_status(c);
 	if (strcmp(url, "/debug/pprof/goroutine") == 0)
 		return handle_pprof_count(h, c, &acc, "goroutine");
 	if (strcmp(url, "/debug/pprof/threads") == 0)

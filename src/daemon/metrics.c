@@ -157,6 +157,21 @@ int metrics_render(struct stacks *st, struct registry *reg,
 			"stackwatch_threads_dumped_total{status=\"%s\"} %llu\n",
 			dump_status_name((enum sw_status)s),
 			(unsigned long long)atomic_load(&m->threads[s]));
+	head(&b, "stackwatch_threads_read_total", "counter",
+	     "Threads read whole, by how: kernel (blocked, no signal and no "
+	     "stop), signal, perf, ptrace.");
+	for (int r = SW_READ_SIGNAL; r < SW_READ_CORE; r++)
+		buf_addf(&b,
+			 "stackwatch_threads_read_total{method=\"%s\"} %llu\n",
+			 dump_read_name((enum sw_read)r),
+			 (unsigned long long)atomic_load(&m->reads[r]));
+	counter(&b, "stackwatch_threads_reused_total",
+		"Threads still blocked since the previous sample, whose "
+		"previous unwind was kept (nothing copied).",
+		atomic_load(&m->reused));
+	counter(&b, "stackwatch_kernel_reads_total",
+		"Processes read from the kernel (BPF task iterator runs).",
+		ptracer_kernel_reads());
 	counter(&b, "stackwatch_signals_sent_total",
 		"Dump signals sent to threads (each inside its own process).",
 		atomic_load(&m->signals_sent));

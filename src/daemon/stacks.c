@@ -141,9 +141,14 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 		enum sw_status st = d->threads[i].status;
 
 		atomic_fetch_add(&s->m.threads[st], 1);
-		/* Exactly the ok and timed-out threads were signalled. */
+		if (st == SW_ST_OK &&
+		    (unsigned)d->threads[i].read < SW_READ_COUNT)
+			atomic_fetch_add(&s->m.reads[d->threads[i].read], 1);
+		/* Exactly the ok-by-signal and timed-out threads were
+		 * signalled. */
 		if (d->method == SW_METHOD_AGENT &&
-		    (st == SW_ST_OK || st == SW_ST_TIMEOUT))
+		    ((st == SW_ST_OK && d->threads[i].read == SW_READ_SIGNAL) ||
+		     st == SW_ST_TIMEOUT))
 			atomic_fetch_add(&s->m.signals_sent, 1);
 	}
 }

@@ -40,7 +40,9 @@ struct stacks_metrics {
 	_Atomic uint64_t cached; /* served from a result younger than 1/rate */
 	_Atomic uint64_t threads[SW_ST_COUNT];
 	_Atomic uint64_t signals_sent;
-	_Atomic uint64_t snapshots; /* ptrace snapshots taken */
+	_Atomic uint64_t snapshots;	       /* ptrace snapshots taken */
+	_Atomic uint64_t reads[SW_READ_COUNT]; /* threads, by how read */
+	_Atomic uint64_t reused; /* threads whose last unwind was kept */
 	_Atomic uint64_t coalesced;
 	_Atomic uint64_t duration_buckets[STACKS_NBUCKETS]; /* cumulative */
 	_Atomic uint64_t duration_count;

@@ -153,9 +153,9 @@ int kread(struct bpf_iter__task *ctx)
 		len = hit.end - r->sp - ctl->offset;
 	if (len > KREAD_CHUNK)
 		len = KREAD_CHUNK;
-	if (len && bpf_copy_from_user_task(b->stack, len & (KREAD_CHUNK * 2 - 1),
-					   (void *)(r->sp + ctl->offset), task,
-					   0) != 0) {
+	if (len && bpf_copy_from_user_task(
+			   b->stack, len & (KREAD_CHUNK * 2 - 1),
+			   (void *)(r->sp + ctl->offset), task, 0) != 0) {
 		r->flags = KREAD_F_FAULT;
 		len = 0;
 		goto check;

@@ -36,7 +36,8 @@ _Static_assert(KREAD_F_OK == KREAD_OK && KREAD_F_ONCPU == KREAD_ONCPU &&
 		       KREAD_F_TORN == KREAD_TORN &&
 		       KREAD_F_NOVMA == KREAD_NOVMA &&
 		       KREAD_F_NOMM == KREAD_NOMM &&
-		       KREAD_F_FAULT == KREAD_FAULT && KREAD_F_SAME == KREAD_SAME,
+		       KREAD_F_FAULT == KREAD_FAULT &&
+		       KREAD_F_SAME == KREAD_SAME,
 	       "flags differ");
 
 /* libbpf's last complaint while loading, for kread_open()'s sentence. */
@@ -272,8 +273,8 @@ static int cmp_tid(const void *a, const void *b)
 }
 
 /* Parses one run's records into v, replacing threads met before. */
-static int take_recs(const struct bytes *b, struct kread_thread **v,
-		     size_t *n, size_t *cap, size_t max_stack)
+static int take_recs(const struct bytes *b, struct kread_thread **v, size_t *n,
+		     size_t *cap, size_t max_stack)
 {
 	const uint8_t *stack;
 	struct kread_rec rec;

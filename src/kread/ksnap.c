@@ -19,9 +19,9 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 	t->tid = k->tid;
 	t->method = SNAP_M_KERNEL;
 	t->status = SW_ST_OK;
-	memcpy(t->name, k->comm, sizeof(t->name) < sizeof(k->comm)
-					 ? sizeof(t->name)
-					 : sizeof(k->comm));
+	memcpy(t->name, k->comm,
+	       sizeof(t->name) < sizeof(k->comm) ? sizeof(t->name)
+						 : sizeof(k->comm));
 	t->name[sizeof(t->name) - 1] = '\0';
 	t->state = k->state;
 	t->utime_ms = k->utime_ns / 1000000u;
@@ -37,7 +37,7 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 #if defined(__x86_64__)
 	t->waits = k->syscall == SYS_futex || k->syscall == SYS_restart_syscall;
 	if (t->waits) {
-		t->wait.addr = k->regs[5]; /* rdi */
+		t->wait.addr = k->regs[5];	   /* rdi */
 		t->wait.op = (uint32_t)k->regs[4]; /* rsi */
 	}
 #endif
