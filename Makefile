@@ -361,9 +361,10 @@ lint: $(PROTO_H) $(KREAD_SKEL)
 	cppcheck --quiet --error-exitcode=1 --inline-suppr --std=c11 \
 	    --enable=warning,performance,portability \
 	    --suppress=missingIncludeSystem -Iinclude -Isrc -I$(BUILD)/gen \
-	    -isrc/kread/kread.bpf.c src
+	    -isrc/kread/kread.bpf.c -isrc/kread/skel.c src
 	clang-tidy --quiet $(LIB_SRCS) $(wildcard src/agent/*.c src/daemon/*.c \
-	    src/cli/*.c) $(KREAD_OBJS:$(BUILD)/obj/%.o=src/%.c) -- -std=gnu11 -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
+	    src/cli/*.c) $(filter-out src/kread/skel.c,$(KREAD_OBJS:$(BUILD)/obj/%.o=src/%.c)) \
+	    -- -std=gnu11 -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
 
 format:
 	clang-format -i $(ALL_C) $(ALL_H)

@@ -342,7 +342,8 @@ static int list_pids(DIR *proc, pid_t **out, size_t *n)
 		}
 		(*out)[(*n)++] = (pid_t)atoi(e->d_name);
 	}
-	qsort(*out, *n, sizeof(**out), cmp_pid_desc);
+	if (*n)
+		qsort(*out, *n, sizeof(**out), cmp_pid_desc);
 	return 0;
 }
 

@@ -481,7 +481,7 @@ int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,
 int ptracer_kernel_status(char *why, size_t size)
 {
 	struct request rq = { .magic = PTRACER_MAGIC, .kind = REQ_STATUS };
-	struct helper_status hs;
+	struct helper_status hs = { 0 };
 	int sv[2], rc;
 
 	pthread_mutex_lock(&kread_lock);

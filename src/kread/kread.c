@@ -22,12 +22,12 @@
 
 #include "kread.h"
 #include "kread_abi.h"
-#include "kread/kread.skel.h"
+#include "skel.h"
 
 #define KREAD_RETRIES 64 /* threads looked at again, at most, per read */
 
 struct kread {
-	struct kread_bpf *skel;
+	struct kread_skel *skel;
 	int ctls_fd;
 };
 
@@ -108,7 +108,7 @@ static int run(struct kread *k, const struct kread_ctl *ctl, struct bytes *b)
 	o.link_info_len = sizeof(li);
 	if (bpf_map_update_elem(k->ctls_fd, &reader, ctl, BPF_ANY) != 0)
 		return -errno;
-	link = bpf_program__attach_iter(k->skel->progs.kread, &o);
+	link = bpf_program__attach_iter(kread_skel_prog(k->skel), &o);
 	if (!link) {
 		r = -errno;
 		goto out;
@@ -316,8 +316,15 @@ int kread_process(struct kread *k, int slot, pid_t pid, size_t max_stack,
 		  struct kread_thread **out, size_t *n,
 		  struct kread_stats *stats)
 {
-	struct kread_ctl ctl = { .tgid = pid };
-	struct kread_stats none;
+	return kread_thread(k, slot, pid, 0, max_stack, out, n, stats);
+}
+
+int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
+		 size_t max_stack, struct kread_thread **out, size_t *n,
+		 struct kread_stats *stats)
+{
+	struct kread_ctl ctl = { .tgid = pid, .tid = (__u32)tid };
+	struct kread_stats none = { 0 };
 	struct kread_thread *v = NULL;
 	struct bytes b = { 0 };
 	size_t nv = 0, cap = 0, retries = 0;
@@ -327,7 +334,7 @@ int kread_process(struct kread *k, int slot, pid_t pid, size_t max_stack,
 	*n = 0;
 	if (!stats)
 		stats = &none;
-	if (slot < 0 || slot >= KREAD_SLOTS || pid <= 0)
+	if (slot < 0 || slot >= KREAD_SLOTS || pid <= 0 || tid < 0)
 		return -EINVAL;
 	ctl.slot = (__u32)slot;
 	r = run(k, &ctl, &b);
@@ -417,10 +424,10 @@ int kread_open(struct kread **out, char *why, size_t size)
 		return -ENOMEM;
 	last_warning[0] = '\0';
 	libbpf_set_print(keep_warning);
-	k->skel = kread_bpf__open_and_load();
+	k->skel = kread_skel_load();
 	r = k->skel ? 0 : -errno;
 	if (r == 0) {
-		k->ctls_fd = bpf_map__fd(k->skel->maps.ctls);
+		k->ctls_fd = kread_skel_ctls(k->skel);
 		/* Scoped sleepable task iterators work: read ourselves. */
 		r = kread_process(k, 0, getpid(), 4096, &v, &n, NULL);
 		kread_free(v, n);
@@ -448,6 +455,6 @@ void kread_close(struct kread *k)
 {
 	if (!k)
 		return;
-	kread_bpf__destroy(k->skel);
+	kread_skel_free(k->skel);
 	free(k);
 }

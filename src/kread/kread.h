@@ -84,6 +84,11 @@ int kread_process(struct kread *k, int slot, pid_t pid, size_t max_stack,
 		  struct kread_thread **out, size_t *n,
 		  struct kread_stats *stats);
 
+/* kread_process() of thread tid of pid alone (tid 0: every thread). */
+int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
+		 size_t max_stack, struct kread_thread **out, size_t *n,
+		 struct kread_stats *stats);
+
 void kread_free(struct kread_thread *v, size_t n);
 
 /* Slots a kread has. */

@@ -12,6 +12,13 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "model/clock.h"
+#include "perfsample.h"
+
+/* Running threads sampled per snapshot, and how long each may take. */
+#define KSNAP_PERF_MAX 64
+#define KSNAP_PERF_WAIT_NS 20000000ull
+
 /* A thread read whole, as the snapshot's thread; its stack moves. */
 static void to_snap(struct kread_thread *k, struct snap_thread *t)
 {
@@ -43,12 +50,72 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 #endif
 }
 
+/* Name, state and CPU times the kernel read gave for a thread it did not
+ * copy (it was running). */
+static void describe(const struct kread_thread *k, struct snap_thread *t)
+{
+	memcpy(t->name, k->comm,
+	       sizeof(t->name) < sizeof(k->comm) ? sizeof(t->name)
+						 : sizeof(k->comm));
+	t->name[sizeof(t->name) - 1] = '\0';
+	t->state = k->state;
+	t->utime_ms = k->utime_ns / 1000000u;
+	t->stime_ms = k->stime_ns / 1000000u;
+}
+
+/*
+ * A thread the kernel read could not copy (it was running): one perf
+ * sample of it, or, when it blocked before the sample came, the kernel
+ * read of it alone. Returns 0 with *t filled, or a negative errno: the
+ * caller leaves it to ptrace.
+ */
+static int read_running(struct kread *k, int slot, pid_t pid,
+			const struct kread_thread *first, uint64_t deadline_ns,
+			struct snap_thread *t)
+{
+	uint64_t until = clock_now_ns() + KSNAP_PERF_WAIT_NS;
+	struct kread_thread *v = NULL;
+	size_t n = 0;
+	int r;
+
+	if (until > deadline_ns)
+		until = deadline_ns;
+	for (int tries = 0; tries < 3; tries++) {
+		memset(t, 0, sizeof(*t));
+		r = perf_sample_thread(pid, first->tid, until, t);
+		if (r == 0) {
+			describe(first, t);
+			t->state = 'R';
+			return 0;
+		}
+		if (r != -EAGAIN)
+			return r;
+		/* It did not run: it is blocked now, the kernel has it. */
+		r = kread_thread(k, slot, pid, first->tid, SNAP_STACK_MAX, &v,
+				 &n, NULL);
+		if (r == 0 && n == 1 && (v[0].flags & KREAD_OK)) {
+			to_snap(&v[0], t);
+			kread_free(v, n);
+			return 0;
+		}
+		kread_free(v, n);
+		v = NULL;
+		n = 0;
+		if (clock_now_ns() >= until)
+			break;
+	}
+	return -EAGAIN;
+}
+
 int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	       unsigned flags, struct snap **out, struct kread_stats *stats)
 {
+	uint64_t deadline_ns =
+		clock_now_ns() +
+		(uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000ull;
 	struct kread_thread *v = NULL;
 	struct snap_thread *given = NULL;
-	size_t n = 0, ng = 0;
+	size_t n = 0, ng = 0, sampled = 0;
 	int r;
 
 	*out = NULL;
@@ -60,12 +127,27 @@ int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 		if (!given)
 			r = -ENOMEM;
 	}
-	for (size_t i = 0; r == 0 && i < n; i++)
+	for (size_t i = 0; r == 0 && i < n; i++) {
 		if (v[i].flags & KREAD_OK)
 			to_snap(&v[i], &given[ng++]);
+		else if (!(flags & SNAP_GIVEN_ONLY) &&
+			 (v[i].flags & (KREAD_ONCPU | KREAD_TORN)) &&
+			 sampled < KSNAP_PERF_MAX &&
+			 clock_now_ns() < deadline_ns) {
+			sampled++;
+			if (read_running(k, slot, pid, &v[i], deadline_ns,
+					 &given[ng]) == 0)
+				ng++;
+		}
+	}
 	kread_free(v, n);
 	/* Whatever the kernel could not say, the snapshot's checks say. */
-	r = snap_take_with(pid, timeout_ms, given, ng, flags, out);
+	timeout_ms = (int)((deadline_ns > clock_now_ns()
+				    ? deadline_ns - clock_now_ns()
+				    : 1000000u) /
+			   1000000u);
+	r = snap_take_with(pid, timeout_ms > 0 ? timeout_ms : 1, given, ng,
+			   flags, out);
 	for (size_t i = 0; i < ng; i++)
 		free(given[i].stack);
 	free(given);
