@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "kread/ksnap.h"
+#include "kread/perfsample.h"
 #include "log.h"
 #include "model/clock.h"
 #include "ptracer_msg.h"
@@ -326,12 +327,17 @@ static void start_kread(bool wanted)
 	memset(&kr_status, 0, sizeof(kr_status));
 	if (!wanted) {
 		kr_status.kread_err = -ECANCELED;
+		kr_status.perf_err = -ECANCELED;
 		snprintf(kr_status.why, sizeof(kr_status.why),
+			 "turned off (--no-kernel-reads)");
+		snprintf(kr_status.perf_why, sizeof(kr_status.perf_why),
 			 "turned off (--no-kernel-reads)");
 		return;
 	}
 	kr_status.kread_err =
 		kread_open(&kr, kr_status.why, sizeof(kr_status.why));
+	kr_status.perf_err = perf_sample_check(kr_status.perf_why,
+					       sizeof(kr_status.perf_why));
 }
 
 int ptracer_main(int fd, bool kernel_reads)

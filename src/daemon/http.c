@@ -1263,10 +1263,11 @@ static cJSON *method_json(bool active, const char *why)
 static enum MHD_Result handle_status(struct MHD_Connection *c)
 {
 	cJSON *doc = cJSON_CreateObject(), *m = cJSON_CreateObject();
-	char why[240];
-	bool helper = ptracer_pid() > 0, kernel;
+	char why[240], pwhy[160];
+	bool helper = ptracer_pid() > 0, kernel, perf;
 
 	kernel = ptracer_kernel_status(why, sizeof(why)) == 0;
+	perf = ptracer_perf_status(pwhy, sizeof(pwhy)) == 0;
 	if (!doc || !m ||
 	    !cJSON_AddStringToObject(doc, "version", SW_VERSION) ||
 	    !cJSON_AddItemToObject(doc, "methods", m)) {
@@ -1276,10 +1277,7 @@ static enum MHD_Result handle_status(struct MHD_Connection *c)
 	}
 	if (!cJSON_AddItemToObject(m, "kernel", method_json(kernel, why)) ||
 	    !cJSON_AddItemToObject(m, "signal", method_json(true, NULL)) ||
-	    !cJSON_AddItemToObject(
-		    m, "perf",
-		    method_json(false, "running threads of a process without "
-				       "the agent are read by ptrace")) ||
+	    !cJSON_AddItemToObject(m, "perf", method_json(perf, pwhy)) ||
 	    !cJSON_AddItemToObject(
 		    m, "ptrace",
 		    method_json(helper, "no snapshot helper runs"))) {

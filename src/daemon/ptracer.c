@@ -51,6 +51,8 @@ static _Atomic unsigned long nsnapshots;
 static _Atomic unsigned long nkreads;
 static int kread_err = 1; /* 1: not asked yet */
 static char kread_why[240];
+static int perf_err = -EAGAIN;
+static char perf_why[160] = "not known";
 static pthread_mutex_t kread_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A request for a snapshot waiting for its turn. */
@@ -504,8 +506,11 @@ int ptracer_kernel_status(char *why, size_t size)
 		}
 		if (rc == 0) {
 			hs.why[sizeof(hs.why) - 1] = '\0';
+			hs.perf_why[sizeof(hs.perf_why) - 1] = '\0';
 			kread_err = hs.kread_err > 0 ? -EINVAL : hs.kread_err;
 			snprintf(kread_why, sizeof(kread_why), "%s", hs.why);
+			perf_err = hs.perf_err > 0 ? -EINVAL : hs.perf_err;
+			snprintf(perf_why, sizeof(perf_why), "%s", hs.perf_why);
 		} else {
 			kread_err = rc;
 			snprintf(kread_why, sizeof(kread_why),
@@ -516,6 +521,19 @@ int ptracer_kernel_status(char *why, size_t size)
 	rc = kread_err;
 	if (why && size)
 		snprintf(why, size, "%s", kread_why);
+	pthread_mutex_unlock(&kread_lock);
+	return rc;
+}
+
+int ptracer_perf_status(char *why, size_t size)
+{
+	int rc;
+
+	ptracer_kernel_status(NULL, 0); /* asks the helper once */
+	pthread_mutex_lock(&kread_lock);
+	rc = perf_err;
+	if (why && size)
+		snprintf(why, size, "%s", perf_why);
 	pthread_mutex_unlock(&kread_lock);
 	return rc;
 }

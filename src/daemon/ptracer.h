@@ -72,6 +72,10 @@ int ptracer_start(bool kernel_reads);
  */
 int ptracer_kernel_status(char *why, size_t size);
 
+/* Whether it samples running threads of processes without the agent by
+ * perf (else they are ptraced): as ptracer_kernel_status(). */
+int ptracer_perf_status(char *why, size_t size);
+
 /*
  * Forbids the calling process ptrace, the process_vm_* calls and every
  * change of its credentials from now on (every thread, present and

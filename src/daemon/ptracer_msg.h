@@ -29,8 +29,9 @@ enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2, REQ_STATUS = 3 };
 /* The answer to REQ_STATUS: whether the helper reads from the kernel. */
 struct helper_status {
 	int32_t kread_err; /* 0: it does; else why not (-errno) */
-	uint32_t pad;
-	char why[240]; /* in words, when it does not */
+	int32_t perf_err;  /* 0: it samples running threads by perf */
+	char why[240];	   /* in words, when it does not */
+	char perf_why[160];
 };
 
 struct request {

@@ -10,6 +10,7 @@
 #include "perfsample.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -202,3 +203,32 @@ int perf_sample_thread(pid_t pid, pid_t tid, uint64_t deadline_ns,
 	return SNAP_EARCH;
 }
 #endif
+
+int perf_sample_check(char *why, size_t size)
+{
+	struct perf_event_attr a;
+	int fd;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.sample_period = 1000000;
+	a.sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+	a.sample_regs_user = 1;
+	a.sample_stack_user = 4096;
+	a.disabled = 1;
+	fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1,
+			  PERF_FLAG_FD_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	fd = -errno;
+	snprintf(why, size, "perf_event_open: %s%s", strerror(-fd),
+		 fd == -EACCES || fd == -EPERM
+			 ? " (needs CAP_PERFMON, or a lower "
+			   "kernel.perf_event_paranoid)"
+			 : "");
+	return fd;
+}

@@ -22,4 +22,10 @@
 int perf_sample_thread(pid_t pid, pid_t tid, uint64_t deadline_ns,
 		       struct snap_thread *t);
 
+/*
+ * Whether this process may take such samples (of its own thread, as a
+ * check): 0, or a negative errno with a sentence in why.
+ */
+int perf_sample_check(char *why, size_t size);
+
 #endif /* SW_PERFSAMPLE_H */
