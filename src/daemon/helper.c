@@ -31,9 +31,13 @@
 #include "model/clock.h"
 #include "ptracer_msg.h"
 
-#define MAX_REQUEST               \
+#define MAX_CHECK                 \
 	(sizeof(struct request) + \
 	 PTRACER_CHECK_MAX * sizeof(struct request_task))
+#define MAX_SAME                  \
+	(sizeof(struct request) + \
+	 PTRACER_SAME_MAX * sizeof(struct request_same))
+#define MAX_REQUEST (MAX_CHECK > MAX_SAME ? MAX_CHECK : MAX_SAME)
 
 struct child {
 	pid_t pid;	/* 0: a free entry */
@@ -93,7 +97,8 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd)
 	    (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
 	    rq.magic != PTRACER_MAGIC || *answer_fd < 0 ||
 	    (rq.kind == REQ_SNAPSHOT &&
-	     (rq.pid <= 0 || n != (ssize_t)sizeof(rq) ||
+	     (rq.pid <= 0 || rq.n > PTRACER_SAME_MAX ||
+	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_same) ||
 	      (rq.flags & ~(uint32_t)REQF_KERNEL_ONLY))) ||
 	    (rq.kind == REQ_STATUS && n != (ssize_t)sizeof(rq)) ||
 	    (rq.kind == REQ_CHECK &&
@@ -117,8 +122,39 @@ static bool asker_waits(int fd)
 	return poll(&p, 1, 0) == 0 || !(p.revents & (POLLHUP | POLLERR));
 }
 
+/*
+ * The snapshot of rq (in a child, in buffer slot slot): blocked threads
+ * from the kernel (those in same that did not run since, not even
+ * copied), the others by perf or ptrace, or skipped with
+ * REQF_KERNEL_ONLY.
+ */
+static int take(const struct request *rq, const struct request_same *same,
+		int slot, int timeout_ms, struct snap **s)
+{
+	struct kread_expect *e = NULL;
+	int r;
+
+	if (kr && rq->n) {
+		e = calloc(rq->n, sizeof(*e));
+		for (uint32_t i = 0; e && i < rq->n; i++) {
+			e[i].tid = same[i].tid;
+			e[i].nvcsw = same[i].nvcsw;
+			e[i].nivcsw = same[i].nivcsw;
+			e[i].wait_addr = same[i].wait_addr;
+			e[i].wait_op = same[i].wait_op;
+		}
+	}
+	r = ksnap_take_same(kr, slot, rq->pid, timeout_ms,
+			    (rq->flags & REQF_KERNEL_ONLY) ? SNAP_GIVEN_ONLY
+							   : 0,
+			    e, e ? rq->n : 0, s, NULL);
+	free(e);
+	return r;
+}
+
 /* Starts the snapshot of rq in a child that exits when done. */
-static void start_snapshot(int ctl, const struct request *rq, int answer_fd)
+static void start_snapshot(int ctl, const struct request *rq,
+			   const struct request_same *same, int answer_fd)
 {
 	uint64_t now = clock_now_ns();
 	struct child *slot = NULL;
@@ -157,12 +193,8 @@ static void start_snapshot(int ctl, const struct request *rq, int answer_fd)
 		if (!kr && (rq->flags & REQF_KERNEL_ONLY))
 			r = -EOPNOTSUPP;
 		else
-			r = ksnap_take(kr, (int)(slot - children), rq->pid,
-				       (int)left_ms,
-				       (rq->flags & REQF_KERNEL_ONLY)
-					       ? SNAP_GIVEN_ONLY
-					       : 0,
-				       &s, NULL);
+			r = take(rq, same, (int)(slot - children), (int)left_ms,
+				 &s);
 		snap_write(answer_fd, r, s);
 		_exit(0);
 	}
@@ -399,7 +431,10 @@ int ptracer_main(int fd, bool kernel_reads)
 			continue;
 		memcpy(&rq, buf, sizeof(rq));
 		if (rq.kind == REQ_SNAPSHOT)
-			start_snapshot(fd, &rq, answer_fd);
+			start_snapshot(
+				fd, &rq,
+				(const struct request_same *)(buf + sizeof(rq)),
+				answer_fd);
 		else if (rq.kind == REQ_STATUS)
 			(void)!write(answer_fd, &kr_status, sizeof(kr_status));
 		else

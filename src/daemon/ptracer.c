@@ -389,8 +389,10 @@ static int read_exactly(int fd, void *buf, size_t n, uint64_t deadline_ns);
 
 /* The helper's snapshot of pid, taken in who's turn, into *out. */
 static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
-		    uint32_t flags, struct snap **out)
+		    uint32_t flags, const struct ptracer_same *same,
+		    size_t nsame, struct snap **out)
 {
+	struct request_same *body = NULL;
 	struct request rq = { .magic = PTRACER_MAGIC,
 			      .kind = REQ_SNAPSHOT,
 			      .pid = pid,
@@ -410,7 +412,20 @@ static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
 		rc = -errno;
 		goto out;
 	}
-	rc = send_request(&rq, NULL, 0, sv[1]);
+	if (nsame > PTRACER_SAME_MAX)
+		nsame = PTRACER_SAME_MAX;
+	if (nsame && kread_err == 0)
+		body = calloc(nsame, sizeof(*body));
+	for (size_t i = 0; body && i < nsame; i++) {
+		body[i].tid = same[i].tid;
+		body[i].nvcsw = same[i].nvcsw;
+		body[i].nivcsw = same[i].nivcsw;
+		body[i].wait_addr = same[i].wait_addr;
+		body[i].wait_op = same[i].wait_op;
+	}
+	rq.n = body ? (uint32_t)nsame : 0;
+	rc = send_request(&rq, body, rq.n * sizeof(*body), sv[1]);
+	free(body);
 	close(sv[1]);
 	if (rc == 0 && kread_err == 0)
 		atomic_fetch_add(&nkreads, 1);
@@ -426,8 +441,9 @@ out:
 
 /* ptracer_dump() with the request's flags. */
 static int dump_with(pid_t pid, int pidfd, const struct asker *who,
-		     int timeout_ms, uint32_t flags, struct sw_dump **out,
-		     pid_t *tracer)
+		     int timeout_ms, uint32_t flags,
+		     const struct ptracer_same *same, size_t nsame,
+		     struct sw_dump **out, pid_t *tracer)
 {
 	struct snap *s = NULL;
 	struct modfile_maps mm;
@@ -441,7 +457,7 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 		return -EINVAL;
 	rc = snapshot(pid, who,
 		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, flags,
-		      &s);
+		      same, nsame, &s);
 	if (rc == SNAP_ETRACED && s)
 		*tracer = s->tracer;
 	if (rc != 0 || !s) {
@@ -465,7 +481,21 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 		 struct sw_dump **out, pid_t *tracer)
 {
-	return dump_with(pid, pidfd, who, timeout_ms, 0, out, tracer);
+	return dump_with(pid, pidfd, who, timeout_ms, 0, NULL, 0, out, tracer);
+}
+
+int ptracer_dump_same(pid_t pid, int pidfd, const struct asker *who,
+		      int timeout_ms, bool kernel_only,
+		      const struct ptracer_same *same, size_t nsame,
+		      struct sw_dump **out, pid_t *tracer)
+{
+	*out = NULL;
+	*tracer = 0;
+	if (kernel_only && ptracer_kernel_status(NULL, 0) != 0)
+		return -EOPNOTSUPP;
+	return dump_with(pid, pidfd, who, timeout_ms,
+			 kernel_only ? REQF_KERNEL_ONLY : 0, same, nsame, out,
+			 tracer);
 }
 
 int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,
@@ -473,11 +503,8 @@ int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,
 {
 	pid_t tracer;
 
-	*out = NULL;
-	if (ptracer_kernel_status(NULL, 0) != 0)
-		return -EOPNOTSUPP;
-	return dump_with(pid, pidfd, who, timeout_ms, REQF_KERNEL_ONLY, out,
-			 &tracer);
+	return ptracer_dump_same(pid, pidfd, who, timeout_ms, true, NULL, 0,
+				 out, &tracer);
 }
 
 int ptracer_kernel_status(char *why, size_t size)

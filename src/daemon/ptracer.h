@@ -108,6 +108,27 @@ int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,
 			int timeout_ms, struct sw_dump **out);
 
+/* A thread read from the kernel before, with its switch counts then. */
+struct ptracer_same {
+	pid_t tid;
+	uint64_t nvcsw;
+	uint64_t nivcsw;
+	uint64_t wait_addr; /* the futex it waited on, 0: none */
+	uint32_t wait_op;
+};
+
+/*
+ * ptracer_dump() (or ptracer_kernel_dump() with kernel_only) where the
+ * threads of same (n of them) that have not run since are not read
+ * again: they come in *out with SW_TF_REUSED and no stack, for the
+ * caller to put back what it had (when the kernel path is off, every
+ * thread is read as ever).
+ */
+int ptracer_dump_same(pid_t pid, int pidfd, const struct asker *who,
+		      int timeout_ms, bool kernel_only,
+		      const struct ptracer_same *same, size_t nsame,
+		      struct sw_dump **out, pid_t *tracer);
+
 /*
  * Asks the kernel whether a process with credentials cred may read each
  * of tasks (n of them, at most PTRACER_CHECK_MAX): the helper takes those

@@ -52,4 +52,17 @@ struct request_task {
 	int32_t tid;
 };
 
+/*
+ * After a REQ_SNAPSHOT, rq.n of these (at most PTRACER_SAME_MAX):
+ * threads read from the kernel before, with their switch counts then.
+ */
+#define PTRACER_SAME_MAX 4096
+struct request_same {
+	int32_t tid;
+	uint32_t wait_op; /* its futex wait then, when wait_addr */
+	uint64_t nvcsw;
+	uint64_t nivcsw;
+	uint64_t wait_addr;
+};
+
 #endif /* SWD_PTRACER_MSG_H */

@@ -23,6 +23,7 @@
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
 #include "gate.h"
+#include "kept.h"
 #include "log.h"
 #include "nspid.h"
 #include "ptracer.h"
@@ -117,6 +118,7 @@ void target_put(struct target *t)
 	if (t->svc)
 		t->hooks->svc_free(t->svc);
 	pthread_mutex_destroy(&t->io_lock);
+	kept_free(t->kept);
 	free(t->rx);
 	free(t->cmdline);
 	free(t);
@@ -1167,9 +1169,19 @@ static int dump_ptrace(struct target *t, const struct asker *who,
 	pid_t tracer = 0;
 	int rc;
 
+	struct ptracer_same *same = NULL;
+	size_t nsame = 0;
+
 	/* One snapshot of a process at a time. */
 	pthread_mutex_lock(&t->io_lock);
-	rc = ptracer_dump(t->pid, t->pidfd, who, timeout_ms, out, &tracer);
+	kept_offer(t->kept, &same, &nsame);
+	rc = ptracer_dump_same(t->pid, t->pidfd, who, timeout_ms, false, same,
+			       nsame, out, &tracer);
+	free(same);
+	if (rc == 0) {
+		kept_fill(t->kept, *out);
+		kept_update(&t->kept, *out);
+	}
 	pthread_mutex_unlock(&t->io_lock);
 	if (rc == 0 && !target_alive(t)) {
 		sw_dump_free(*out);

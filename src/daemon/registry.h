@@ -65,6 +65,7 @@ struct target {
 	size_t rx_len;
 	size_t rx_cap;
 	size_t rx_skip;	     /* bytes of a message given up on, still to come */
+	struct kept *kept;   /* the last kernel read's threads; under io_lock */
 	struct target *next; /* registry list */
 };
 

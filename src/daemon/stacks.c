@@ -144,6 +144,8 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 		if (st == SW_ST_OK &&
 		    (unsigned)d->threads[i].read < SW_READ_COUNT)
 			atomic_fetch_add(&s->m.reads[d->threads[i].read], 1);
+		if (st == SW_ST_OK && (d->threads[i].flags & SW_TF_REUSED))
+			atomic_fetch_add(&s->m.reused, 1);
 		/* Exactly the ok-by-signal and timed-out threads were
 		 * signalled. */
 		if (d->method == SW_METHOD_AGENT &&

@@ -44,6 +44,13 @@ struct {
 	__type(value, struct kread_buf);
 } bufs SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KREAD_SAME_MAX);
+	__type(key, struct kread_same_key);
+	__type(value, struct kread_same_val);
+} same SEC(".maps");
+
 struct vma_hit {
 	__u64 start;
 	__u64 end;
@@ -129,6 +136,15 @@ int kread(struct bpf_iter__task *ctx)
 	if (task->on_cpu) {
 		r->flags = KREAD_F_ONCPU;
 		goto out;
+	}
+	if (ctl->flags & KREAD_CTL_SAME) {
+		struct kread_same_key sk = { reader, task->pid };
+		struct kread_same_val *sv = bpf_map_lookup_elem(&same, &sk);
+
+		if (sv && sv->nvcsw == nv && sv->nivcsw == niv) {
+			r->flags = KREAD_F_SAME; /* has not run since */
+			goto out;
+		}
 	}
 	if ((ctl->flags & KREAD_CTL_EXPECT) &&
 	    (nv != ctl->nvcsw || niv != ctl->nivcsw)) {

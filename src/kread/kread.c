@@ -29,6 +29,7 @@
 struct kread {
 	struct kread_skel *skel;
 	int ctls_fd;
+	int same_fd;
 };
 
 _Static_assert(KREAD_NREGS == KREAD_NREGS_USER, "register counts differ");
@@ -319,11 +320,83 @@ int kread_process(struct kread *k, int slot, pid_t pid, size_t max_stack,
 	return kread_thread(k, slot, pid, 0, max_stack, out, n, stats);
 }
 
+size_t kread_same_max(void)
+{
+	return KREAD_SAME_MAX / KREAD_SAME_READERS;
+}
+
+/* Drops the same-map entries of reader (keys collected by the caller). */
+static void same_clear(struct kread *k, struct kread_same_key *keys, size_t n)
+{
+	__u32 count = (__u32)n;
+
+	LIBBPF_OPTS(bpf_map_batch_opts, o);
+	if (n && bpf_map_delete_batch(k->same_fd, keys, &count, &o) != 0)
+		for (size_t i = 0; i < n; i++)
+			bpf_map_delete_elem(k->same_fd, &keys[i]);
+}
+
+static int read_all(struct kread *k, int slot, pid_t pid, pid_t tid,
+		    unsigned flags, size_t max_stack, struct kread_thread **out,
+		    size_t *n, struct kread_stats *stats);
+
+int kread_process_same(struct kread *k, int slot, pid_t pid, size_t max_stack,
+		       const struct kread_expect *same, size_t nsame,
+		       struct kread_thread **out, size_t *n,
+		       struct kread_stats *stats)
+{
+	struct kread_same_key *keys;
+	struct kread_same_val *vals;
+	__u32 count = (__u32)nsame;
+	int r;
+
+	if (!nsame)
+		return kread_process(k, slot, pid, max_stack, out, n, stats);
+	if (nsame > kread_same_max())
+		nsame = kread_same_max();
+	keys = calloc(nsame, sizeof(*keys));
+	vals = calloc(nsame, sizeof(*vals));
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nsame; i++) {
+		keys[i].reader = (__u32)getpid();
+		keys[i].tid = same[i].tid;
+		vals[i].nvcsw = same[i].nvcsw;
+		vals[i].nivcsw = same[i].nivcsw;
+	}
+	count = (__u32)nsame;
+	{
+		LIBBPF_OPTS(bpf_map_batch_opts, o);
+		if (bpf_map_update_batch(k->same_fd, keys, vals, &count, &o) !=
+		    0)
+			for (size_t i = 0; i < nsame; i++)
+				bpf_map_update_elem(k->same_fd, &keys[i],
+						    &vals[i], BPF_ANY);
+	}
+	r = read_all(k, slot, pid, 0, KREAD_CTL_SAME, max_stack, out, n, stats);
+	same_clear(k, keys, nsame);
+	free(keys);
+	free(vals);
+	return r;
+}
+
 int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
 		 size_t max_stack, struct kread_thread **out, size_t *n,
 		 struct kread_stats *stats)
 {
-	struct kread_ctl ctl = { .tgid = pid, .tid = (__u32)tid };
+	return read_all(k, slot, pid, tid, 0, max_stack, out, n, stats);
+}
+
+static int read_all(struct kread *k, int slot, pid_t pid, pid_t tid,
+		    unsigned flags, size_t max_stack, struct kread_thread **out,
+		    size_t *n, struct kread_stats *stats)
+{
+	struct kread_ctl ctl = { .tgid = pid,
+				 .tid = (__u32)tid,
+				 .flags = flags };
 	struct kread_stats none = { 0 };
 	struct kread_thread *v = NULL;
 	struct bytes b = { 0 };
@@ -357,6 +430,7 @@ int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
 		if (!(v[i].flags & (KREAD_ONCPU | KREAD_TORN)))
 			continue;
 		one.tid = (__u32)v[i].tid;
+		one.flags = 0;
 		b.len = 0;
 		retries++;
 		stats->retried++;
@@ -375,6 +449,7 @@ int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
 			stats->threads++;
 			stats->bytes += v[i].stack_len;
 		}
+		stats->same += !!(v[i].flags & KREAD_SAME);
 	}
 	free(b.p);
 	qsort(v, nv, sizeof(*v), cmp_tid);
@@ -398,10 +473,26 @@ void kread_free(struct kread_thread *v, size_t n)
 
 void kread_forget(struct kread *k, pid_t reader)
 {
-	__u32 key = (__u32)reader;
+	struct kread_same_key key, next, *keys;
+	__u32 ckey = (__u32)reader;
+	size_t n = 0;
+	int r;
 
-	if (k)
-		bpf_map_delete_elem(k->ctls_fd, &key);
+	if (!k)
+		return;
+	bpf_map_delete_elem(k->ctls_fd, &ckey);
+	/* Its same entries, left by a read it did not finish. */
+	keys = malloc(KREAD_SAME_MAX * sizeof(*keys));
+	if (!keys)
+		return;
+	for (r = bpf_map_get_next_key(k->same_fd, NULL, &next); r == 0;
+	     r = bpf_map_get_next_key(k->same_fd, &key, &next)) {
+		key = next;
+		if (key.reader == (__u32)reader && n < KREAD_SAME_MAX)
+			keys[n++] = key;
+	}
+	same_clear(k, keys, n);
+	free(keys);
 }
 
 int kread_open(struct kread **out, char *why, size_t size)
@@ -428,6 +519,7 @@ int kread_open(struct kread **out, char *why, size_t size)
 	r = k->skel ? 0 : -errno;
 	if (r == 0) {
 		k->ctls_fd = kread_skel_ctls(k->skel);
+		k->same_fd = kread_skel_same(k->skel);
 		/* Scoped sleepable task iterators work: read ourselves. */
 		r = kread_process(k, 0, getpid(), 4096, &v, &n, NULL);
 		kread_free(v, n);

@@ -36,6 +36,15 @@
 
 struct kread;
 
+/* A thread read before, with its switch counts then (kread_thread()). */
+struct kread_expect {
+	pid_t tid;
+	uint64_t nvcsw;
+	uint64_t nivcsw;
+	uint64_t wait_addr; /* not ours: passed through (ksnap.h) */
+	uint32_t wait_op;
+};
+
 struct kread_thread {
 	pid_t tid;
 	uint32_t flags;
@@ -60,6 +69,7 @@ struct kread_stats {
 	uint64_t runs;	  /* iterator runs */
 	uint64_t threads; /* threads read whole */
 	uint64_t retried; /* threads read again (ran meanwhile) */
+	uint64_t same;	  /* threads not copied: they did not run */
 	uint64_t bytes;	  /* stack bytes copied */
 };
 
@@ -88,6 +98,20 @@ int kread_process(struct kread *k, int slot, pid_t pid, size_t max_stack,
 int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
 		 size_t max_stack, struct kread_thread **out, size_t *n,
 		 struct kread_stats *stats);
+
+/*
+ * kread_process() that copies nothing of the threads in same (n of them,
+ * at most kread_same_max()) that have not run since (the same switch
+ * counts, not on a CPU): those come back with KREAD_SAME, no registers
+ * and no stack, for the caller to reuse what it unwound before.
+ */
+int kread_process_same(struct kread *k, int slot, pid_t pid, size_t max_stack,
+		       const struct kread_expect *same, size_t nsame,
+		       struct kread_thread **out, size_t *n,
+		       struct kread_stats *stats);
+
+/* Entries a kread_process_same() may pass at most. */
+size_t kread_same_max(void);
 
 void kread_free(struct kread_thread *v, size_t n);
 

@@ -25,6 +25,24 @@
 #define KREAD_F_SAME 0x40  /* switch counts as the reader expected: no copy */
 
 #define KREAD_CTL_EXPECT 0x1 /* tid must have switched exactly as counted */
+#define KREAD_CTL_SAME 0x2   /* look up each thread in the same map */
+#define KREAD_SAME_MAX 16384 /* entries of the same map, all readers */
+#define KREAD_SAME_READERS 4 /* readers that pass entries at once */
+
+/*
+ * An entry of the same map: a thread the reader read before, with the
+ * switch counts it had then. Still blocked with the same counts, it has
+ * not run since, so its stack is the same: no copy (KREAD_F_SAME).
+ */
+struct kread_same_key {
+	__u32 reader; /* the reader's tgid */
+	__s32 tid;
+};
+
+struct kread_same_val {
+	__u64 nvcsw;
+	__u64 nivcsw;
+};
 
 /* What one reader asks of a run; the map entry is keyed by its tgid. */
 struct kread_ctl {

@@ -38,6 +38,8 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 	t->sp = k->sp;
 	t->stack = k->stack;
 	t->stack_len = k->stack_len;
+	t->nvcsw = k->nvcsw;
+	t->nivcsw = k->nivcsw;
 	k->stack = NULL;
 	k->stack_len = 0;
 	/* As snapshot.c's copy_thread(): a futex wait keeps its word. */
@@ -107,8 +109,44 @@ static int read_running(struct kread *k, int slot, pid_t pid,
 	return -EAGAIN;
 }
 
+/* A thread that has not run since the caller's earlier read (e). */
+static void to_reused(const struct kread_thread *k,
+		      const struct kread_expect *e, struct snap_thread *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->tid = k->tid;
+	t->method = SNAP_M_KERNEL;
+	t->status = SW_ST_OK;
+	t->reused = true;
+	t->captured_ns = k->captured_ns;
+	t->nvcsw = k->nvcsw;
+	t->nivcsw = k->nivcsw;
+	describe(k, t);
+	/* Still in the same futex wait: its lock word is read afresh. */
+	if (e && e->wait_addr) {
+		t->waits = true;
+		t->wait.addr = e->wait_addr;
+		t->wait.op = e->wait_op;
+	}
+}
+
+static int cmp_expect(const void *a, const void *b)
+{
+	const struct kread_expect *x = a, *y = b;
+
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
 int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	       unsigned flags, struct snap **out, struct kread_stats *stats)
+{
+	return ksnap_take_same(k, slot, pid, timeout_ms, flags, NULL, 0, out,
+			       stats);
+}
+
+int ksnap_take_same(struct kread *k, int slot, pid_t pid, int timeout_ms,
+		    unsigned flags, const struct kread_expect *same,
+		    size_t nsame, struct snap **out, struct kread_stats *stats)
 {
 	uint64_t deadline_ns =
 		clock_now_ns() +
@@ -121,7 +159,8 @@ int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	*out = NULL;
 	if (!k)
 		return snap_take_with(pid, timeout_ms, NULL, 0, flags, out);
-	r = kread_process(k, slot, pid, SNAP_STACK_MAX, &v, &n, stats);
+	r = kread_process_same(k, slot, pid, SNAP_STACK_MAX, same, nsame, &v,
+			       &n, stats);
 	if (r == 0 && n) {
 		given = calloc(n, sizeof(*given));
 		if (!given)
@@ -130,6 +169,14 @@ int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		if (v[i].flags & KREAD_OK)
 			to_snap(&v[i], &given[ng++]);
+		else if (v[i].flags & KREAD_SAME)
+			to_reused(&v[i],
+				  bsearch(
+					  &(struct kread_expect){
+						  .tid = v[i].tid },
+					  same, nsame, sizeof(*same),
+					  cmp_expect),
+				  &given[ng++]);
 		else if (!(flags & SNAP_GIVEN_ONLY) &&
 			 (v[i].flags & (KREAD_ONCPU | KREAD_TORN)) &&
 			 sampled < KSNAP_PERF_MAX &&

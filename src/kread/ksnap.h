@@ -16,4 +16,13 @@
 int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	       unsigned flags, struct snap **out, struct kread_stats *stats);
 
+/*
+ * ksnap_take() that copies nothing of the threads in same (sorted by
+ * tid) that have not run since (kread_process_same()): those come with
+ * reused set, and with the futex wait given in same, if any.
+ */
+int ksnap_take_same(struct kread *k, int slot, pid_t pid, int timeout_ms,
+		    unsigned flags, const struct kread_expect *same,
+		    size_t nsame, struct snap **out, struct kread_stats *stats);
+
 #endif /* SW_KSNAP_H */

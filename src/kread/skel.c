@@ -21,6 +21,11 @@ int kread_skel_ctls(struct kread_skel *s)
 	return bpf_map__fd(((struct kread_bpf *)s)->maps.ctls);
 }
 
+int kread_skel_same(struct kread_skel *s)
+{
+	return bpf_map__fd(((struct kread_bpf *)s)->maps.same);
+}
+
 void kread_skel_free(struct kread_skel *s)
 {
 	kread_bpf__destroy((struct kread_bpf *)s);

@@ -15,6 +15,7 @@ struct kread_skel *kread_skel_load(void);
 /* The task iterator program, and the fd of the readers' control map. */
 struct bpf_program *kread_skel_prog(struct kread_skel *s);
 int kread_skel_ctls(struct kread_skel *s);
+int kread_skel_same(struct kread_skel *s);
 
 void kread_skel_free(struct kread_skel *s);
 

@@ -89,9 +89,11 @@ struct sw_thread {
 	uint64_t utime_ms;
 	uint64_t stime_ms;
 	enum sw_status status;
-	char *error;	      /* reason when status is not ok, owned */
-	uint32_t flags;	      /* SW_TF_* */
-	enum sw_read read;    /* how, with status ok */
+	char *error;	   /* reason when status is not ok, owned */
+	uint32_t flags;	   /* SW_TF_* */
+	enum sw_read read; /* how, with status ok */
+	/* Its context-switch counts when read from the kernel, else 0. */
+	uint64_t nvcsw, nivcsw;
 	uint64_t captured_ns; /* CLOCK_MONOTONIC at capture, 0 unknown */
 	size_t nips;
 	uint64_t *ips; /* raw, innermost first; owned */

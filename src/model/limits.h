@@ -22,5 +22,6 @@
 #define SW_TF_CUT 0x10	      /* stopped at memory not known to be mapped */
 #define SW_TF_NO_ROOM 0x20    /* on a stack of unknown size: pc only */
 #define SW_TF_BUSY 0x40	      /* no loader-gate ticket was free: pc only */
+#define SW_TF_REUSED 0x80     /* not run since the last read: its stack kept */
 
 #endif /* SW_LIMITS_H */

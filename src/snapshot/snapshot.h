@@ -59,6 +59,11 @@ struct snap_thread {
 	uint32_t stack_len;
 	uint8_t *stack; /* a copy of [sp, sp + stack_len); owned */
 	bool waits;	/* stopped in a futex wait: wait holds the word */
+	/* Read from the kernel: its switch counts then (0 otherwise). */
+	uint64_t nvcsw, nivcsw;
+	/* It has not run since the read whose counts the caller gave: no
+	 * registers or stack here, the caller's earlier unwind stands. */
+	bool reused;
 	struct sw_wait wait;
 };
 

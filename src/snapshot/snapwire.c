@@ -37,11 +37,13 @@ struct wire_thread {
 	char name[SW_COMM_MAX];
 	char state;
 	uint8_t method;
-	char pad[2];
+	uint8_t reused;
+	char pad;
 	uint32_t paused_ns;
 	uint64_t utime_ms, stime_ms, captured_ns, sp;
 	uint64_t regs[SNAP_NREGS];
 	uint32_t waits, pad2;
+	uint64_t nvcsw, nivcsw;
 	struct sw_wait wait;
 };
 
@@ -96,6 +98,9 @@ int snap_write(int fd, int err, const struct snap *s)
 		memcpy(w.name, t->name, sizeof(w.name));
 		w.state = t->state;
 		w.method = t->method;
+		w.reused = t->reused;
+		w.nvcsw = t->nvcsw;
+		w.nivcsw = t->nivcsw;
 		w.paused_ns = t->paused_ns;
 		w.utime_ms = t->utime_ms;
 		w.stime_ms = t->stime_ms;
@@ -209,6 +214,9 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		t->name[SW_COMM_MAX - 1] = '\0';
 		t->state = w.state;
 		t->method = w.method;
+		t->reused = w.reused != 0;
+		t->nvcsw = w.nvcsw;
+		t->nivcsw = w.nivcsw;
 		t->paused_ns = w.paused_ns;
 		t->utime_ms = w.utime_ms;
 		t->stime_ms = w.stime_ms;

@@ -424,6 +424,21 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 		t->read = st->method == SNAP_M_KERNEL ? SW_READ_KERNEL
 			  : st->method == SNAP_M_PERF ? SW_READ_PERF
 						      : SW_READ_PTRACE;
+		t->nvcsw = st->nvcsw;
+		t->nivcsw = st->nivcsw;
+		if (st->reused) {
+			/* The caller puts back what it unwound before. */
+			t->flags |= SW_TF_REUSED;
+			if (st->waits) {
+				t->wait = malloc(sizeof(*t->wait));
+				if (!t->wait) {
+					r = -ENOMEM;
+					goto out;
+				}
+				*t->wait = st->wait;
+			}
+			continue;
+		}
 		if (!first || st->captured_ns < first)
 			first = st->captured_ns;
 		if (st->captured_ns > last)
