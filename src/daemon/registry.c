@@ -31,8 +31,7 @@
 #include "model/wire.h"
 
 #define GRACE_MS 500 /* the agent's deadline plus this, for the answer */
-#define HELLO_MAX \
-	(WIRE_HDR_SIZE + 2 * 4 + 2 * 4 + SW_COMM_MAX + WIRE_MAX_STRING)
+#define HELLO_MAX (WIRE_HDR_SIZE + WIRE_HELLO_MAX)
 
 enum {
 	KIND_PENDING = 1,
