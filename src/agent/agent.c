@@ -3,7 +3,9 @@
  * (or linked), it installs the collector's handler and starts one thread,
  * "sw-agent", that registers with the daemon over a unix socket and
  * answers its dump requests with raw dumps (no symbols: the daemon does
- * that).
+ * that). A request may name threads the daemon has read by other means:
+ * those get no signal and are left out of the answer (its HELLO says it
+ * understands such requests, WIRE_FEAT_SKIP).
  *
  * The agent never exits, aborts, blocks the host's start-up or writes to
  * stdout. When it cannot install itself it writes one line to stderr and
@@ -239,6 +241,7 @@ static int send_hello(int fd, struct wire_out *o)
 	memset(&h, 0, sizeof(h));
 	h.pid = getpid();
 	h.signo = told_signo = collect_signal();
+	h.features = WIRE_FEAT_SKIP;
 	/*
 	 * The kernel's name of the main thread, as ps shows it: a program
 	 * that rewrites its argv for its title (PostgreSQL, nginx) leaves
@@ -266,7 +269,9 @@ static int answer_dump(int fd, struct wire_out *o, uint32_t seq,
 {
 	uint64_t self_ips[SW_MAX_FRAMES];
 	struct collect_opts co = { .timeout_ms = (int)req->timeout_ms,
-				   .window = (int)req->window };
+				   .window = (int)req->window,
+				   .skip = req->skip,
+				   .nskip = req->nskip };
 	struct sw_dump *d = NULL;
 	size_t self_n;
 	int status, rc;
@@ -293,6 +298,27 @@ static int answer_dump(int fd, struct wire_out *o, uint32_t seq,
 	return rc;
 }
 
+/*
+ * Reads the body of a request of len bytes and decodes it into *req (its
+ * skip set for the caller to release). Most requests fit in small; one
+ * with a skip set is read into a buffer of its own, freed here.
+ */
+static int read_request(int fd, uint32_t len, uint8_t *small, size_t nsmall,
+			struct wire_dump_req *req)
+{
+	uint8_t *body = len <= nsmall ? small : malloc(len);
+	int rc;
+
+	if (!body)
+		return -ENOMEM;
+	rc = read_all(fd, body, len);
+	if (rc == 0)
+		rc = wire_decode_dump_req(body, len, req);
+	if (body != small)
+		free(body);
+	return rc;
+}
+
 /* Serves one connection until the daemon goes away or misbehaves. */
 static void serve(int fd)
 {
@@ -301,6 +327,7 @@ static void serve(int fd)
 	uint8_t body[64];
 	struct wire_hdr h;
 	struct wire_dump_req req;
+	int rc;
 
 	wire_out_init(&o);
 	if (send_hello(fd, &o) < 0)
@@ -308,15 +335,16 @@ static void serve(int fd)
 	for (;;) {
 		if (read_all(fd, hdrbuf, sizeof(hdrbuf)) < 0)
 			break;
-		/* The daemon only ever sends small dump requests. */
+		/* The daemon only ever sends dump requests, a skip set at
+		 * most as large as a dump. */
 		if (wire_parse_hdr(hdrbuf, &h) < 0 || h.type != WIRE_DUMP_REQ ||
-		    h.length > sizeof(body))
+		    h.length > WIRE_DUMP_REQ_MAX)
 			break;
-		if (read_all(fd, body, h.length) < 0)
+		if (read_request(fd, h.length, body, sizeof(body), &req) < 0)
 			break;
-		if (wire_decode_dump_req(body, h.length, &req) < 0)
-			break;
-		if (answer_dump(fd, &o, h.seq, &req) < 0)
+		rc = answer_dump(fd, &o, h.seq, &req);
+		wire_dump_req_release(&req);
+		if (rc < 0)
 			break;
 		/* Dumps can be large; keep the buffer from staying so. */
 		if (o.cap > (1u << 20)) {

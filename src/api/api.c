@@ -80,7 +80,7 @@ __attribute__((noinline)) int sw_dump_self(const struct sw_dump_opts *opts,
 					   struct sw_dump **out)
 {
 	uint64_t self_ips[SW_MAX_FRAMES];
-	struct collect_opts co;
+	struct collect_opts co = { 0 };
 	struct sw_dump_opts o;
 	struct sw_dump *d = NULL;
 	size_t self_n;

@@ -104,6 +104,7 @@ struct run {
 	size_t rechecked;    /* how many of them were started again */
 	uint64_t recheck_ns; /* not before this while others are in flight */
 	size_t window;
+	bool main_skipped; /* the main thread is left out (opts->skip) */
 };
 
 /*
@@ -775,8 +776,35 @@ static void note_answered(const struct sw_dump *d)
 	nanswered = n;
 }
 
-static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
-			bool traced)
+/* Whether tid is in the ascending set skip[0..n). */
+static bool skipped(const pid_t *skip, size_t n, pid_t tid)
+{
+	return n && bsearch(&tid, skip, n, sizeof(*skip), cmp_tid);
+}
+
+/*
+ * Drops the tids of opts->skip from tids[0..*n), in place, order kept.
+ * Returns whether the process's main thread was one of them.
+ */
+static bool drop_skipped(const struct collect_opts *opts, pid_t pid,
+			 pid_t *tids, size_t *n)
+{
+	bool main_skipped = false;
+	size_t k = 0;
+
+	for (size_t i = 0; i < *n; i++) {
+		if (skipped(opts->skip, opts->nskip, tids[i])) {
+			main_skipped |= tids[i] == pid;
+			continue;
+		}
+		tids[k++] = tids[i];
+	}
+	*n = k;
+	return main_skipped;
+}
+
+static int init_threads(struct run *r, const struct collect_opts *opts,
+			const uint64_t *self_ips, size_t self_n, bool traced)
 {
 	struct sw_dump *d = r->d;
 	pid_t self = (pid_t)syscall(SYS_gettid);
@@ -787,6 +815,7 @@ static int init_threads(struct run *r, const uint64_t *self_ips, size_t self_n,
 	rc = procfs_list_tasks(r->taskfd, SW_MAX_THREADS, &tids, &n);
 	if (rc < 0)
 		return rc;
+	r->main_skipped = drop_skipped(opts, r->pid, tids, &n);
 	d->threads = calloc(n ? n : 1, sizeof(*d->threads));
 	r->settled = calloc(n ? n : 1, sizeof(*r->settled));
 	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
@@ -874,6 +903,15 @@ static void finish_dump(struct run *r, uint64_t start_ns)
 		if (d->threads[i].tid == d->pid)
 			name = d->threads[i].name;
 	snprintf(d->comm, sizeof(d->comm), "%s", name ? name : "");
+	/*
+	 * Its main thread left out, the process's name is read as the
+	 * agent's HELLO reads it: the kernel's, from /proc/self/comm (no
+	 * signal, no file of the thread's task), not from argv, which
+	 * servers rewrite for a title.
+	 */
+	if (r->main_skipped && procfs_read_at(AT_FDCWD, "/proc/self/comm",
+					      d->comm, sizeof(d->comm)) > 0)
+		d->comm[strcspn(d->comm, "\n")] = '\0';
 	stats.dumps++;
 }
 
@@ -949,7 +987,7 @@ static int collect_here(const struct collect_opts *opts,
 		goto out_free;
 	}
 	procfs_tracer_pid(0, &tracer);
-	rc = init_threads(&r, self_ips, self_n, tracer != 0);
+	rc = init_threads(&r, opts, self_ips, self_n, tracer != 0);
 	if (rc < 0)
 		goto out_close;
 	/*
@@ -1020,13 +1058,15 @@ static void stats_here(struct collect_stats *out)
  * The process's collector: a table each copy exports under a name that
  * carries the version of the table and of the dump it returns, plus that
  * version alone under a fixed name, so that a copy of another version is
- * seen rather than joined.
+ * seen rather than joined. The layout covers the options as well: a copy
+ * that knows no skip set must never serve a call that passes one.
  */
 #define COLLECTOR_ABI 2
-#define COLLECTOR_LAYOUT                             \
-	((uint32_t)(sizeof(struct sw_dump) << 20 ^   \
-		    sizeof(struct sw_thread) << 10 ^ \
-		    sizeof(struct sw_module) ^ (uint32_t)SW_MAX_FRAMES << 24))
+#define COLLECTOR_LAYOUT                                                       \
+	((uint32_t)(sizeof(struct sw_dump) << 20 ^                             \
+		    sizeof(struct sw_thread) << 10 ^                           \
+		    sizeof(struct sw_module) ^ (uint32_t)SW_MAX_FRAMES << 24 ^ \
+		    sizeof(struct collect_opts) << 27))
 
 struct sw_collector {
 	uint32_t size;

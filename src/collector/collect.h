@@ -10,13 +10,22 @@
 #ifndef SW_COLLECT_H
 #define SW_COLLECT_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "model/dump.h"
 
 struct collect_opts {
 	int timeout_ms; /* 1..600000 */
 	int window;	/* 1..HANDLER_SLOTS */
+	/*
+	 * Threads to leave alone, read by other means already: never
+	 * signalled, never read in /proc, absent from the dump. Tids
+	 * ascending; NULL with nskip 0 for none.
+	 */
+	const pid_t *skip;
+	size_t nskip;
 };
 
 /* Counters since the process started; the daemon exports them. */
@@ -40,7 +49,10 @@ int collect_install(void);
 int collect_signal(void);
 
 /*
- * Collects every thread of the calling process. The calling thread is not
+ * Collects every thread of the calling process but those of opts->skip,
+ * which the dump leaves out (the calling thread too, when it is one of
+ * them; with every thread left out, no signal goes and the dump has the
+ * process's fields and modules only). The calling thread is not
  * signalled: its stack is self_ips (self_n entries, return addresses,
  * captured by the caller). Never waits past now + timeout_ms for the
  * threads; a thread that has not answered by then is "timeout", one that

@@ -121,3 +121,61 @@ int nspid_translate(pid_t pid, struct sw_dump *d)
 	free(ids);
 	return 0;
 }
+
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int nspid_to_inner(pid_t pid, const pid_t *tids, size_t n, pid_t **out,
+		   size_t *nout)
+{
+	pid_t *ids = NULL;
+	char path[64];
+	size_t cnt = 0;
+	int taskfd;
+
+	*out = NULL;
+	*nout = 0;
+	if (n == 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	taskfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (taskfd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	ids = malloc(n * sizeof(*ids));
+	if (!ids) {
+		close(taskfd);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char buf[4096];
+		pid_t outer, inner;
+		ssize_t len;
+
+		if (tids[i] <= 0)
+			continue;
+		snprintf(path, sizeof(path), "%d/status", (int)tids[i]);
+		len = procfs_read_at(taskfd, path, buf, sizeof(buf));
+		/* Its own line names it first, or it is not that task. */
+		if (len < 0 ||
+		    procfs_parse_nspid(buf, (size_t)len, &outer, &inner) < 0 ||
+		    outer != tids[i])
+			continue;
+		ids[cnt++] = inner;
+	}
+	close(taskfd);
+	qsort(ids, cnt, sizeof(*ids), cmp_pid);
+	*nout = 0;
+	for (size_t i = 0; i < cnt; i++)
+		if (*nout == 0 || ids[i] != ids[*nout - 1])
+			ids[(*nout)++] = ids[i];
+	if (*nout == 0) {
+		free(ids);
+		ids = NULL;
+	}
+	*out = ids;
+	return 0;
+}

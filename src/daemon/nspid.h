@@ -41,4 +41,16 @@ bool nspid_foreign(pid_t pid);
  */
 int nspid_translate(pid_t pid, struct sw_dump *d);
 
+/*
+ * The other way: tids[0..n), threads of process pid as the daemon sees
+ * them, as the process's own pid namespace has them, from the NSpid line
+ * of each one's /proc/PID/task/TID/status. A tid that names no thread of
+ * pid now is left out. On success *out (malloc'd, NULL when nothing is
+ * left) holds *nout ids, ascending, without repeats. Returns 0, or a
+ * negative errno (-ESRCH: the process is gone). Blocks (reads /proc once
+ * per tid).
+ */
+int nspid_to_inner(pid_t pid, const pid_t *tids, size_t n, pid_t **out,
+		   size_t *nout);
+
 #endif /* SWD_NSPID_H */

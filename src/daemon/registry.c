@@ -32,8 +32,7 @@
 #include "model/wire.h"
 
 #define GRACE_MS 500 /* the agent's deadline plus this, for the answer */
-#define HELLO_MAX \
-	(WIRE_HDR_SIZE + 2 * 4 + 2 * 4 + SW_COMM_MAX + WIRE_MAX_STRING)
+#define HELLO_MAX (WIRE_HDR_SIZE + WIRE_HELLO_MAX)
 
 enum {
 	KIND_PENDING = 1,
@@ -380,6 +379,7 @@ static void register_agent(struct registry *r, struct pending *p,
 	epoll_ctl(r->epfd, EPOLL_CTL_DEL, fd, NULL);
 	p->fd = -1;
 	t->signo = h->signo;
+	t->features = h->features;
 	memcpy(t->comm, h->comm, sizeof(t->comm));
 	t->cmdline = strdup(h->cmdline);
 	t->pidfd = p->pidfd; /* handed over */
@@ -1107,11 +1107,14 @@ static int await_answer(struct target *t, uint32_t seq, uint64_t deadline,
 	}
 }
 
-static int dump_self(int timeout_ms, struct sw_dump **out)
+static int dump_self(int timeout_ms, const pid_t *skip, size_t nskip,
+		     struct sw_dump **out)
 {
 	uint64_t ips[SW_MAX_FRAMES];
 	struct collect_opts co = { .timeout_ms = timeout_ms,
-				   .window = SW_DEFAULT_WINDOW };
+				   .window = SW_DEFAULT_WINDOW,
+				   .skip = skip,
+				   .nskip = nskip };
 	size_t n = handler_unwind_self(ips, SW_MAX_FRAMES, 0);
 
 	return collect_self(&co, ips, n, out);
@@ -1221,16 +1224,65 @@ int target_unchanged(struct target *t, struct procid *now)
 	return REGISTRY_ECHANGED;
 }
 
-/* An agent's process: a request over its connection. */
+static int cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Drops from d every thread whose tid is in skip[0..nskip) (ascending):
+ * the agent was asked to leave them out, and the caller has them from
+ * elsewhere; a thread reported twice is never shown.
+ */
+static void drop_skipped(struct sw_dump *d, const pid_t *skip, size_t nskip)
+{
+	size_t k = 0;
+
+	if (!d || !nskip)
+		return;
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+
+		if (bsearch(&t->tid, skip, nskip, sizeof(*skip), cmp_pid)) {
+			free(t->ips);
+			free(t->error);
+			free(t->wait);
+			continue;
+		}
+		d->threads[k++] = *t;
+	}
+	d->nthreads = k;
+}
+
+/*
+ * An agent's process: a request over its connection. skip[0..nskip)
+ * (ascending, the daemon's tids, only for an agent that said
+ * WIRE_FEAT_SKIP) is left out of the dump.
+ */
 static int dump_agent(struct target *t, const struct asker *who, int timeout_ms,
-		      struct sw_dump **out)
+		      const pid_t *skip, size_t nskip, struct sw_dump **out)
 {
 	struct wire_dump_req req = { .timeout_ms = (uint32_t)timeout_ms,
 				     .window = SW_DEFAULT_WINDOW };
+	pid_t *inner = NULL;
 	struct wire_out o;
 	uint64_t deadline;
+	size_t ninner = 0;
 	int rc;
 
+	/* The agent knows its threads by its own pid namespace's ids. */
+	if (nskip && t->foreign_ns) {
+		rc = nspid_to_inner(t->pid, skip, nskip, &inner, &ninner);
+		if (rc < 0)
+			return rc == -ESRCH ? -ECONNRESET : rc;
+		req.skip = inner;
+		req.nskip = (uint32_t)ninner;
+	} else {
+		req.skip = (pid_t *)skip;
+		req.nskip = (uint32_t)nskip;
+	}
 	pthread_mutex_lock(&t->io_lock);
 	gate_hold(t->pid, "agent", who->uid, timeout_ms);
 	deadline = now_ms() + (uint64_t)timeout_ms + GRACE_MS;
@@ -1259,6 +1311,8 @@ static int dump_agent(struct target *t, const struct asker *who, int timeout_ms,
 	}
 	if (rc == 0 && t->foreign_ns)
 		rc = translate_tids(t, out);
+	if (rc == 0)
+		drop_skipped(*out, skip, nskip);
 	if (rc == -ECONNRESET) {
 		/* Gone or broken: the listener drops it on the hangup. */
 		atomic_store(&t->dead, true);
@@ -1271,17 +1325,22 @@ static int dump_agent(struct target *t, const struct asker *who, int timeout_ms,
 		t->rx_cap = 0;
 	}
 	pthread_mutex_unlock(&t->io_lock);
+	free(inner);
 	return rc;
 }
 
-int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
-		    struct sw_dump **out)
+/*
+ * target_dump_raw() and target_dump_raw_skip(): skip[0..nskip) is
+ * ascending and unique, and empty unless t can leave threads out.
+ */
+static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
+		    const pid_t *skip, size_t nskip, struct sw_dump **out)
 {
 	int rc;
 
 	*out = NULL;
 	if (t->self)
-		return dump_self(timeout_ms, out);
+		return dump_self(timeout_ms, skip, nskip, out);
 	if (!target_alive(t))
 		return -ECONNRESET;
 	/*
@@ -1294,12 +1353,50 @@ int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 	if (rc < 0)
 		return rc;
 	rc = t->ptrace ? dump_ptrace(t, who, timeout_ms, out)
-		       : dump_agent(t, who, timeout_ms, out);
+		       : dump_agent(t, who, timeout_ms, skip, nskip, out);
 	if (rc == 0)
 		rc = target_unchanged(t, NULL);
 	if (rc < 0) {
 		sw_dump_free(*out);
 		*out = NULL;
 	}
+	return rc;
+}
+
+int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
+		    struct sw_dump **out)
+{
+	return dump_raw(t, who, timeout_ms, NULL, 0, out);
+}
+
+int target_dump_raw_skip(struct target *t, const struct asker *who,
+			 int timeout_ms, const pid_t *skip, size_t nskip,
+			 struct sw_dump **out)
+{
+	pid_t *set;
+	size_t n = 0;
+	int rc;
+
+	*out = NULL;
+	if (nskip == 0)
+		return target_dump_raw(t, who, timeout_ms, out);
+	if (!skip || nskip > SW_MAX_THREADS)
+		return -EINVAL;
+	for (size_t i = 0; i < nskip; i++)
+		if (skip[i] <= 0)
+			return -EINVAL;
+	if (t->ptrace || (!t->self && !(t->features & WIRE_FEAT_SKIP)))
+		return -EOPNOTSUPP;
+	/* The wire wants the set ascending, without repeats. */
+	set = malloc(nskip * sizeof(*set));
+	if (!set)
+		return -ENOMEM;
+	memcpy(set, skip, nskip * sizeof(*set));
+	qsort(set, nskip, sizeof(*set), cmp_pid);
+	for (size_t i = 0; i < nskip; i++)
+		if (n == 0 || set[i] != set[n - 1])
+			set[n++] = set[i];
+	rc = dump_raw(t, who, timeout_ms, set, n, out);
+	free(set);
 	return rc;
 }

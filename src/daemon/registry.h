@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -33,6 +34,7 @@ struct target {
 	pid_t pid; /* as the daemon sees it (SO_PEERCRED) */
 	uid_t uid;
 	_Atomic int signo; /* the agent's, as it last said */
+	uint32_t features; /* the agent's HELLO's WIRE_FEAT_* bits */
 	bool self;	   /* the daemon itself: dumped in-process */
 	bool ptrace;	   /* no agent: dumped by ptrace snapshots */
 	_Atomic uint64_t last_used_ms; /* ptrace: last asked for (monotonic) */
@@ -196,5 +198,23 @@ int target_unchanged(struct target *t, struct procid *now);
  */
 int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		    struct sw_dump **out);
+
+/*
+ * target_dump_raw(), leaving out the threads skip[0..nskip) (tids as the
+ * daemon sees them, in any order, repeats allowed): threads read by other
+ * means, which the agent must neither signal nor read nor report. *out
+ * holds none of them, whatever the agent sends. For a target in another
+ * pid namespace the tids are translated to the agent's first; one that
+ * names no thread of the process is dropped. The daemon itself honours
+ * the set too. Returns what target_dump_raw() returns, or, with nothing
+ * sent: -EINVAL for a tid <= 0 or more than SW_MAX_THREADS of them
+ * (whatever t is); -EOPNOTSUPP when t cannot leave threads out (its agent
+ * did not say WIRE_FEAT_SKIP, or it is dumped by ptrace), for the caller
+ * to dump it whole instead. nskip 0 is target_dump_raw(). Serialized per
+ * target; blocks.
+ */
+int target_dump_raw_skip(struct target *t, const struct asker *who,
+			 int timeout_ms, const pid_t *skip, size_t nskip,
+			 struct sw_dump **out);
 
 #endif /* SWD_REGISTRY_H */

@@ -210,6 +210,8 @@ int wire_encode_hello(struct wire_out *o, uint32_t seq,
 	wire_put_u32(o, (uint32_t)h->signo);
 	wire_put_str(o, h->comm, SW_COMM_MAX - 1);
 	wire_put_str(o, h->cmdline, WIRE_MAX_STRING);
+	if (h->features)
+		wire_put_u32(o, h->features);
 	return wire_finish(o);
 }
 
@@ -222,31 +224,87 @@ int wire_decode_hello(const void *p, size_t len, struct wire_hello *h)
 	h->signo = (int32_t)wire_get_u32(&in);
 	wire_get_str(&in, h->comm, SW_COMM_MAX - 1);
 	wire_get_str(&in, h->cmdline, WIRE_MAX_STRING);
+	/* The features are optional: an agent of the first form has none. */
+	h->features = in.left ? wire_get_u32(&in) : 0;
 	if (in.err || in.left)
 		return SW_EFORMAT;
 	return 0;
 }
 
+/* Whether tids[0..n) is a skip set: strictly ascending, each > 0. */
+static bool skip_set_valid(const pid_t *tids, size_t n)
+{
+	if (n > SW_MAX_THREADS || (n && !tids))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (tids[i] <= 0 || (i && tids[i] <= tids[i - 1]))
+			return false;
+	return true;
+}
+
 int wire_encode_dump_req(struct wire_out *o, uint32_t seq,
 			 const struct wire_dump_req *r)
 {
+	if (!skip_set_valid(r->skip, r->nskip))
+		return -EINVAL;
 	wire_begin(o, WIRE_DUMP_REQ, seq);
 	wire_put_u32(o, r->timeout_ms);
 	wire_put_u32(o, r->window);
+	/* No skip set: the first form's bytes, for any agent. */
+	if (r->nskip) {
+		wire_put_u32(o, r->nskip);
+		for (uint32_t i = 0; i < r->nskip; i++)
+			wire_put_u32(o, (uint32_t)r->skip[i]);
+	}
 	return wire_finish(o);
+}
+
+/* The skip set that may end a DUMP_REQ: count, then ascending tids. */
+static int get_skip(struct wire_in *in, struct wire_dump_req *r)
+{
+	uint32_t n = wire_get_u32(in);
+
+	if (in->err || n == 0 || n > SW_MAX_THREADS || n > in->left / 4)
+		return SW_EFORMAT;
+	r->skip = malloc(n * sizeof(*r->skip));
+	if (!r->skip)
+		return -ENOMEM;
+	r->nskip = n;
+	for (uint32_t i = 0; i < n; i++)
+		r->skip[i] = (pid_t)wire_get_u32(in);
+	if (in->err || !skip_set_valid(r->skip, r->nskip))
+		return SW_EFORMAT;
+	return 0;
 }
 
 int wire_decode_dump_req(const void *p, size_t len, struct wire_dump_req *r)
 {
 	struct wire_in in;
+	int rc = 0;
 
 	wire_in_init(&in, p, len);
+	r->nskip = 0;
+	r->skip = NULL;
 	r->timeout_ms = wire_get_u32(&in);
 	r->window = wire_get_u32(&in);
-	if (in.err || in.left || r->timeout_ms < 1 || r->timeout_ms > 600000 ||
-	    r->window < 1 || r->window > 64)
-		return SW_EFORMAT;
-	return 0;
+	if (!in.err && in.left)
+		rc = get_skip(&in, r);
+	if (rc == 0 &&
+	    (in.err || in.left || r->timeout_ms < 1 || r->timeout_ms > 600000 ||
+	     r->window < 1 || r->window > 64))
+		rc = SW_EFORMAT;
+	if (rc < 0)
+		wire_dump_req_release(r);
+	return rc;
+}
+
+void wire_dump_req_release(struct wire_dump_req *r)
+{
+	if (!r)
+		return;
+	free(r->skip);
+	r->skip = NULL;
+	r->nskip = 0;
 }
 
 int wire_encode_signal(struct wire_out *o, uint32_t seq, int signo)

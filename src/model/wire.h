@@ -47,6 +47,14 @@ struct wire_hdr {
 	uint32_t seq;
 };
 
+/*
+ * What an agent understands beyond the first form of the protocol, said
+ * in the feature bits that may end its HELLO. A daemon sends a form of a
+ * message only to an agent that said it understands it: an agent without
+ * the bit drops a connection that sends it anything else.
+ */
+#define WIRE_FEAT_SKIP 0x1u /* DUMP_REQ may carry threads to leave out */
+
 /* HELLO: what the agent says of itself (the daemon trusts only
  * SO_PEERCRED for pid and uid; these are for display and checks). */
 struct wire_hello {
@@ -54,13 +62,35 @@ struct wire_hello {
 	int32_t signo;
 	char comm[SW_COMM_MAX];
 	char cmdline[WIRE_MAX_STRING + 1];
+	/*
+	 * WIRE_FEAT_* bits; bits unknown to the reader mean nothing to it.
+	 * Sent only when not 0, so a HELLO without features has the first
+	 * form's bytes, and either form decodes (absent: 0).
+	 */
+	uint32_t features;
 };
+
+/* The largest HELLO payload: pid, signal, comm, cmdline, features. */
+#define WIRE_HELLO_MAX (2 * 4 + 4 + (SW_COMM_MAX - 1) + 4 + WIRE_MAX_STRING + 4)
 
 /* DUMP_REQ. */
 struct wire_dump_req {
 	uint32_t timeout_ms; /* 1..600000 */
 	uint32_t window;     /* 1..64 */
+	/*
+	 * Threads the agent must neither signal nor read nor report (the
+	 * daemon has them already): tids as the agent sees them, ascending,
+	 * unique, each > 0, at most SW_MAX_THREADS. Only for an agent that
+	 * said WIRE_FEAT_SKIP; nskip 0 (skip NULL) is the first form, which
+	 * every agent takes. A decoded skip is malloc'd: free it with
+	 * wire_dump_req_release().
+	 */
+	uint32_t nskip;
+	pid_t *skip;
 };
+
+/* The largest DUMP_REQ payload: the first form plus a full skip set. */
+#define WIRE_DUMP_REQ_MAX (3 * 4 + 4 * (size_t)SW_MAX_THREADS)
 
 /* A write cursor over a growable buffer. */
 struct wire_out {
@@ -108,9 +138,18 @@ char *wire_get_strdup(struct wire_in *in, size_t max);
 int wire_encode_hello(struct wire_out *o, uint32_t seq,
 		      const struct wire_hello *h);
 int wire_decode_hello(const void *p, size_t len, struct wire_hello *h);
+/*
+ * DUMP_REQ: u32 timeout_ms, u32 window, then, only when there is a skip
+ * set, u32 nskip (1..SW_MAX_THREADS) and nskip u32 tids. The encoder
+ * returns -EINVAL for a skip set that is not strictly ascending tids > 0
+ * or is too large; the decoder SW_EFORMAT (nothing is sorted for the
+ * sender: a set out of order is refused).
+ */
 int wire_encode_dump_req(struct wire_out *o, uint32_t seq,
 			 const struct wire_dump_req *r);
 int wire_decode_dump_req(const void *p, size_t len, struct wire_dump_req *r);
+/* Frees a decoded request's skip set; r may be NULL. */
+void wire_dump_req_release(struct wire_dump_req *r);
 
 /*
  * DUMP_RESP: a status (0, or a negative error code from the collector,

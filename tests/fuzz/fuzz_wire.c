@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		wire_decode_hello(data, size, &hello);
 		break;
 	case WIRE_DUMP_REQ:
-		wire_decode_dump_req(data, size, &req);
+		if (wire_decode_dump_req(data, size, &req) == 0)
+			wire_dump_req_release(&req);
 		break;
 	default:
 		if (wire_decode_dump_resp(data, size, &status, &d) == 0)

@@ -1,6 +1,7 @@
 /*
  * mkseed.c - writes seed inputs for the fuzzers into a directory: valid
- * messages of every type (a real dump of this process included), task
+ * messages of every type and form (a real dump of this process included,
+ * a HELLO with and without features, a DUMP_REQ with a skip set), task
  * stat and status files and maps lines, query strings of the daemon's
  * requests, so the fuzzers start from the shapes they must survive
  * mutations of.
@@ -56,6 +57,10 @@ int main(int argc, char **argv)
 		.pid = 42, .signo = 38, .comm = "seed", .cmdline = "seed --flag"
 	};
 	struct wire_dump_req r = { .timeout_ms = 1000, .window = 64 };
+	pid_t skip[] = { 2, 3, 70000 };
+	struct wire_dump_req rs = {
+		.timeout_ms = 500, .window = 8, .nskip = 3, .skip = skip
+	};
 	struct sw_dump_opts o;
 	struct sw_dump *d;
 	struct wire_out w;
@@ -68,8 +73,13 @@ int main(int argc, char **argv)
 	wire_out_init(&w);
 	if (wire_encode_hello(&w, 0, &h) == 0)
 		write_file(argv[1], "hello", w.data, w.len);
+	h.features = WIRE_FEAT_SKIP;
+	if (wire_encode_hello(&w, 0, &h) == 0)
+		write_file(argv[1], "hello-features", w.data, w.len);
 	if (wire_encode_dump_req(&w, 7, &r) == 0)
 		write_file(argv[1], "req", w.data, w.len);
+	if (wire_encode_dump_req(&w, 9, &rs) == 0)
+		write_file(argv[1], "req-skip", w.data, w.len);
 	sw_dump_opts_init(&o);
 	o.symbolize = 0;
 	if (sw_dump_self(&o, &d) == 0) {

@@ -4,7 +4,8 @@
  * real and crafted status text (one level, nested levels, every kind of
  * malformed line, lines cut at the buffer's end), and the translation of
  * a dump's tids for a process of ours and, as root, for a real process in
- * a new pid namespace (skipped where unshare(CLONE_NEWPID) is refused).
+ * a new pid namespace (skipped where unshare(CLONE_NEWPID) is refused),
+ * and the other way, for the skip set of a dump request.
  *
  * The translation is daemon code (not part of libstackwatch), hence the
  * #include of its source.
@@ -126,6 +127,24 @@ static void *idle_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The other way (a skip set), in our own namespace: ids kept, ascending,
+ * once each; one with no task dropped. other is a thread of ours.
+ */
+static void test_to_inner_self(pid_t other)
+{
+	pid_t host[] = { other, 2147483000, getpid(), other }, *in = NULL;
+	size_t n = 0;
+	int rc = nspid_to_inner(getpid(), host, 4, &in, &n);
+
+	TAP_OK(rc == 0 && n == 2 && in[0] == getpid() && in[1] == other,
+	       "same namespace, the other way: ids kept, ascending, once "
+	       "each; one with no task dropped");
+	free(in);
+	TAP_OK(nspid_to_inner(2147483000, host, 1, &in, &n) == -ESRCH,
+	       "the other way, a process that is gone: -ESRCH");
+}
+
 /* Our own process: the map is the identity; an unknown tid exits. */
 static void test_translate_self(void)
 {
@@ -172,6 +191,7 @@ static void test_translate_self(void)
 		       d->threads[0].tid == getpid(),
 	       "a process that is gone: -ESRCH, the dump untouched");
 	sw_dump_free(d);
+	test_to_inner_self(tids[1]);
 	pthread_cancel(th);
 	pthread_join(th, NULL);
 }
@@ -212,6 +232,27 @@ static void ns_process(int fd)
 static bool read_all(int fd, void *p, size_t n)
 {
 	return read(fd, p, n) == (ssize_t)n;
+}
+
+/*
+ * The other way, for a skip set: the host's ids of the process's threads
+ * become the namespace's, ascending, once each; an id of another process
+ * (ours) or of none is dropped.
+ */
+static void test_to_inner_namespace(pid_t outer, pid_t host_thread,
+				    pid_t inner_thread)
+{
+	pid_t host[] = { host_thread, getpid(), outer, 999999, outer };
+	pid_t *in = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = nspid_to_inner(outer, host, 5, &in, &n);
+	TAP_OK(rc == 0 && n == 2 && in[0] == 1 && in[1] == inner_thread,
+	       "a skip set of %d, %d, ours, none and %d again becomes 1, %d "
+	       "(got %zu ids)",
+	       (int)host_thread, (int)outer, (int)outer, (int)inner_thread, n);
+	free(in);
 }
 
 /*
@@ -294,6 +335,7 @@ static void test_translate_namespace(void)
 		       d->threads[2].status == SW_ST_EXITED,
 	       "an id with no task there: tid 0, exited");
 	sw_dump_free(d);
+	test_to_inner_namespace(outer, host_thread, inner[1]);
 out_kill:
 	kill(outer, SIGKILL);
 out_reap:
