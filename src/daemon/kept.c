@@ -73,6 +73,9 @@ size_t kept_fill(const struct kept *k, struct sw_dump *d)
 		if (!(t->flags & SW_TF_REUSED) || t->status != SW_ST_OK)
 			continue;
 		kt = find(k, t->tid);
+		/* Kept by another read meanwhile: not the stack offered. */
+		if (kt && (kt->nvcsw != t->nvcsw || kt->nivcsw != t->nivcsw))
+			kt = NULL;
 		ips = kt ? malloc((kt->nips ? kt->nips : 1) * sizeof(*ips))
 			 : NULL;
 		if (!ips) {

@@ -1329,6 +1329,101 @@ static int dump_agent(struct target *t, const struct asker *who, int timeout_ms,
 	return rc;
 }
 
+static int cmp_thread_tid(const void *a, const void *b)
+{
+	const struct sw_thread *x = a, *y = b;
+
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/*
+ * Moves the threads kd read (status ok) into ad, the agent's dump of
+ * the others, and frees kd. Returns 0, or -ENOMEM (both freed).
+ */
+static int merge_reads(struct sw_dump *kd, struct sw_dump *ad)
+{
+	size_t ok = 0;
+	struct sw_thread *nv;
+
+	for (size_t i = 0; i < kd->nthreads; i++)
+		ok += kd->threads[i].status == SW_ST_OK;
+	nv = realloc(ad->threads, (ad->nthreads + ok + 1) * sizeof(*nv));
+	if (!nv) {
+		sw_dump_free(kd);
+		return -ENOMEM;
+	}
+	ad->threads = nv;
+	for (size_t i = 0; i < kd->nthreads; i++) {
+		struct sw_thread *t = &kd->threads[i];
+
+		if (t->status != SW_ST_OK)
+			continue;
+		ad->threads[ad->nthreads++] = *t;
+		memset(t, 0, sizeof(*t)); /* moved: kd frees nothing of it */
+		t->status = SW_ST_SKIPPED;
+	}
+	qsort(ad->threads, ad->nthreads, sizeof(*ad->threads), cmp_thread_tid);
+	if (kd->skew_us > ad->skew_us)
+		ad->skew_us = kd->skew_us;
+	sw_dump_free(kd);
+	return 0;
+}
+
+/*
+ * An agent's process, its blocked threads read from the kernel by the
+ * helper (no signal: nothing of theirs returns early) and only the rest
+ * by the agent's signal path. Threads that did not run since the last
+ * read are not even copied (kept.h). -EOPNOTSUPP when the kernel path
+ * cannot be used: the caller dumps it all through the agent.
+ */
+static int dump_agent_kernel(struct target *t, const struct asker *who,
+			     int timeout_ms, struct sw_dump **out)
+{
+	uint64_t start = now_ms();
+	struct ptracer_same *same = NULL;
+	struct sw_dump *kd = NULL;
+	pid_t *skip = NULL, tracer;
+	size_t nsame = 0, nskip = 0;
+	int rc, left;
+
+	*out = NULL;
+	pthread_mutex_lock(&t->io_lock);
+	kept_offer(t->kept, &same, &nsame);
+	pthread_mutex_unlock(&t->io_lock);
+	rc = ptracer_dump_same(t->pid, t->pidfd, who, timeout_ms, true, same,
+			       nsame, &kd, &tracer);
+	free(same);
+	if (rc != 0)
+		return rc == -ETIMEDOUT ? rc : -EOPNOTSUPP;
+	pthread_mutex_lock(&t->io_lock);
+	kept_fill(t->kept, kd);
+	kept_update(&t->kept, kd);
+	pthread_mutex_unlock(&t->io_lock);
+	skip = malloc((kd->nthreads ? kd->nthreads : 1) * sizeof(*skip));
+	if (!skip) {
+		sw_dump_free(kd);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < kd->nthreads; i++)
+		if (kd->threads[i].status == SW_ST_OK)
+			skip[nskip++] = kd->threads[i].tid;
+	qsort(skip, nskip, sizeof(*skip), cmp_pid);
+	left = timeout_ms - (int)(now_ms() - start);
+	rc = dump_agent(t, who, left > 0 ? left : 1, skip, nskip, out);
+	free(skip);
+	if (rc == 0)
+		rc = merge_reads(kd, *out);
+	else
+		sw_dump_free(kd);
+	if (rc == 0)
+		(*out)->elapsed_us = (now_ms() - start) * 1000;
+	else if (*out) {
+		sw_dump_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 /*
  * target_dump_raw() and target_dump_raw_skip(): skip[0..nskip) is
  * ascending and unique, and empty unless t can leave threads out.
@@ -1352,8 +1447,14 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 	rc = target_unchanged(t, NULL);
 	if (rc < 0)
 		return rc;
-	rc = t->ptrace ? dump_ptrace(t, who, timeout_ms, out)
-		       : dump_agent(t, who, timeout_ms, skip, nskip, out);
+	if (t->ptrace)
+		rc = dump_ptrace(t, who, timeout_ms, out);
+	else if (!nskip && (t->features & WIRE_FEAT_SKIP) &&
+		 (rc = dump_agent_kernel(t, who, timeout_ms, out)) !=
+			 -EOPNOTSUPP)
+		; /* read from the kernel, the rest by the agent */
+	else
+		rc = dump_agent(t, who, timeout_ms, skip, nskip, out);
 	if (rc == 0)
 		rc = target_unchanged(t, NULL);
 	if (rc < 0) {
