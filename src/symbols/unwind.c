@@ -36,6 +36,8 @@
 #include "modopen.h"
 #include "stackwatch.h"
 
+#define UNW_SEEN_MAX 64
+
 struct unw {
 	const struct snap *s;
 	const struct snap_thread *cur; /* the thread being unwound */
@@ -48,6 +50,12 @@ struct unw {
 	bool truncated;
 	bool first_exact;
 	uint64_t exact[SW_MAX_FRAMES / 64]; /* as sw_thread's */
+	/* Modules looked at for our interposers' code (ours()). */
+	size_t nseen;
+	struct seen_mod {
+		Dwfl_Module *mod;
+		uint64_t lo, hi; /* its sw_interpose section; lo == hi: none */
+	} seen[UNW_SEEN_MAX];
 };
 
 /* Our own vDSO image: the kernel gives every process the same one. */
@@ -217,6 +225,51 @@ static const Dwfl_Thread_Callbacks snap_thread_callbacks = {
 };
 
 /* One frame: its pc, innermost first, up to SW_MAX_FRAMES. */
+/*
+ * Whether pc is in the code of the interposers of a copy of ours in the
+ * process (the sw_interpose section of its module, sigctx.h): such a
+ * frame is ours, not the program's, and the agent's own unwinder drops
+ * it too.
+ */
+static bool ours(struct unw *u, Dwfl *dwfl, uint64_t pc)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(dwfl, pc);
+	struct seen_mod *s = NULL;
+	size_t shstrndx;
+	Dwarf_Addr bias;
+	Elf_Scn *scn = NULL;
+	Elf *elf;
+
+	if (!mod)
+		return false;
+	for (size_t i = 0; i < u->nseen && !s; i++)
+		if (u->seen[i].mod == mod)
+			s = &u->seen[i];
+	if (!s) {
+		if (u->nseen == UNW_SEEN_MAX)
+			return false;
+		s = &u->seen[u->nseen++];
+		s->mod = mod;
+		s->lo = s->hi = 0;
+		elf = dwfl_module_getelf(mod, &bias);
+		if (elf && elf_getshdrstrndx(elf, &shstrndx) == 0)
+			while ((scn = elf_nextscn(elf, scn))) {
+				GElf_Shdr sh;
+				const char *name;
+
+				if (!gelf_getshdr(scn, &sh))
+					continue;
+				name = elf_strptr(elf, shstrndx, sh.sh_name);
+				if (name && strcmp(name, "sw_interpose") == 0) {
+					s->lo = bias + sh.sh_addr;
+					s->hi = s->lo + sh.sh_size;
+					break;
+				}
+			}
+	}
+	return pc >= s->lo && pc < s->hi;
+}
+
 static int frame_cb(Dwfl_Frame *state, void *arg)
 {
 	struct unw *u = arg;
@@ -225,6 +278,10 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 
 	if (!dwfl_frame_pc(state, &pc, &activation))
 		return DWARF_CB_ABORT;
+	/* A return address is looked up at the call, just before it. */
+	if (pc && ours(u, dwfl_thread_dwfl(dwfl_frame_thread(state)),
+		       activation ? pc : pc - 1))
+		return DWARF_CB_OK;
 	if (u->nips == SW_MAX_FRAMES) {
 		u->truncated = true;
 		return DWARF_CB_ABORT;
