@@ -344,14 +344,14 @@ int render_text(const struct sw_dump *d, char **out)
 	put(&o, "): %zu thread%s, %zu group%s, collected in %.1f ms\n",
 	    d->nthreads, plural(d->nthreads), d->ngroups, plural(d->ngroups),
 	    (double)d->elapsed_us / 1000.0);
-	put_methods(&o, d);
-	if (d->method == SW_METHOD_PTRACE && d->paused_us_total)
+	if (d->method == SW_METHOD_PTRACE)
 		put(&o,
 		    "(ptrace snapshot: each thread was paused for at most "
 		    "%" PRIu64 " us, %" PRIu64 " us in all)\n",
 		    d->paused_us_max, d->paused_us_total);
 	else if (d->method == SW_METHOD_CORE)
 		put(&o, "(from a core file)\n");
+	put_methods(&o, d);
 	if (d->symbols_partial)
 		put(&o, "(symbolizing stopped at its time budget: some frames "
 			"are addresses only)\n");
