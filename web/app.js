@@ -453,6 +453,7 @@ class ProcessView {
     shown.forEach((tid, k) => {
       const t = this.byTid.get(tid) || {};
       let title = `state ${t.state || '?'}, user ${t.utime_ms ?? '?'} ms, system ${t.stime_ms ?? '?'} ms`;
+      if (t.method) title += `, read by ${METHOD_WORDS[t.method] || t.method}`;
       if (t.unchanged_s !== undefined) title += `, unchanged for ${t.unchanged_s} s`;
       const s = gv.stuck.find((x) => x.tid === tid);
       if (s) title += `, stuck (${s.reason || 'flagged'})`;
@@ -663,15 +664,28 @@ class ProcessView {
   }
 }
 
-// How the stacks were taken, when not by the agent: what it cost.
+// How each way of reading a thread is said on the page.
+const METHOD_WORDS = {
+  kernel: 'the kernel (blocked: no signal, no stop)',
+  signal: "the agent's signal",
+  perf: 'a perf sample (running: no stop)',
+  ptrace: 'a ptrace stop',
+  core: 'the core file',
+};
+
+// How the threads were read, and what it cost when any had to stop.
 function methodNote(p) {
-  if (p.method === 'ptrace') {
-    return el('p', { class: 'note method' }, 'No agent in this process: a ptrace snapshot. ',
-      `Each thread was paused for at most ${p.paused_us_max} µs `,
-      `(${p.paused_us_total} µs for all ${p.threads_total} threads together), one at a time.`);
-  }
   if (p.method === 'core') return el('p', { class: 'note method' }, 'From a core file.');
-  return '';
+  const parts = Object.entries(p.methods || {}).filter(([, n]) => n > 0)
+    .map(([m, n]) => `${n} by ${METHOD_WORDS[m] || m}`);
+  const note = el('p', { class: 'note method' },
+    p.method === 'ptrace' ? 'No agent in this process. ' : '',
+    parts.length ? `Threads read: ${parts.join(', ')}.` : '');
+  if (p.method === 'ptrace' && p.paused_us_total > 0) {
+    note.append(` Each thread stopped was paused for at most ${p.paused_us_max} µs `,
+      `(${p.paused_us_total} µs together), one at a time.`);
+  }
+  return parts.length || p.method === 'ptrace' ? note : '';
 }
 
 // Every process the requester may see (/api/v1/processes), agent or not,
