@@ -732,6 +732,24 @@ function processList(list) {
   return sec;
 }
 
+// When this daemon cannot read blocked threads from the kernel, say so
+// and why, above everything: their reads then disturb them.
+let readStatus;
+async function showReadMethods() {
+  if (readStatus === undefined) {
+    try {
+      readStatus = await getJSON('/api/v1/status');
+    } catch {
+      readStatus = null; // an older daemon: nothing to say
+    }
+  }
+  const k = readStatus && readStatus.methods && readStatus.methods.kernel;
+  if (!k || k.active || main.querySelector('.methods-off')) return;
+  main.prepend(el('p', { class: 'note methods-off' },
+    `Kernel reads are off here (${k.why || 'no reason given'}): blocked threads are read `,
+    "by the agent's signal, which cuts some sleeping calls short, or by a ptrace stop."));
+}
+
 async function showProcesses() {
   if (view.pid) return;
   let doc;
@@ -915,6 +933,7 @@ async function load() {
     schedule();
   }
   await showProcesses();
+  await showReadMethods();
   const m = await stuck;
   if (m) {
     state.stuck = m;

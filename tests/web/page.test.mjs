@@ -652,6 +652,27 @@ test('a deadlock: in red at the top, the waits under each group, owners linked',
   child.kill('SIGKILL');
 });
 
+test('the page says when kernel reads are off, and why', async () => {
+  // Here they are on: nothing is said.
+  let page = await open('/stacks');
+  assert.equal(await page.locator('.methods-off').count(), 0);
+  await page.close();
+  // A daemon of its own, with them turned off.
+  const other = new Harness('sw-web-off-');
+  try {
+    const url = await other.daemon(['--sample-interval', '0', '--no-kernel-reads']);
+    page = await context.newPage();
+    await page.goto(`${url}/stacks`);
+    await rendered(page);
+    await page.waitForSelector('.methods-off');
+    assert.match(await page.textContent('.methods-off'),
+      /^Kernel reads are off here \(turned off \(--no-kernel-reads\)\): blocked threads are read by the agent's signal/);
+    await page.close();
+  } finally {
+    await other.stop();
+  }
+});
+
 test('no console errors on any page', () => {
   assert.deepEqual(consoleErrors, []);
 });
