@@ -1393,8 +1393,13 @@ static int dump_agent_kernel(struct target *t, const struct asker *who,
 	rc = ptracer_dump_same(t->pid, t->pidfd, who, timeout_ms, true, same,
 			       nsame, &kd, &tracer);
 	free(same);
-	if (rc != 0)
+	if (rc != 0) {
+		if (rc != -EOPNOTSUPP)
+			log_info("pid %d (%s): no kernel read (%s): its agent "
+				 "reads every thread",
+				 (int)t->pid, t->comm, sw_strerror(rc));
 		return rc == -ETIMEDOUT ? rc : -EOPNOTSUPP;
+	}
 	pthread_mutex_lock(&t->io_lock);
 	kept_fill(t->kept, kd);
 	kept_update(&t->kept, kd);

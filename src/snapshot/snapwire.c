@@ -151,7 +151,7 @@ static int read_all(int fd, void *p, size_t n, uint64_t deadline_ns)
 static bool valid_status(uint32_t st)
 {
 	return st == SW_ST_OK || st == SW_ST_TIMEOUT || st == SW_ST_EXITED ||
-	       st == SW_ST_ERROR;
+	       st == SW_ST_ERROR || st == SW_ST_SKIPPED;
 }
 
 /* A copy of at most SW_WAIT_MEM bytes that holds the word, or none. */
