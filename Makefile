@@ -237,7 +237,8 @@ $(BUILD)/fixtures/%: tests/fixtures/%.c $(BUILD)/libstackwatch.a
 # agent preloaded by the tests, as in real use.
 $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 		$(BUILD)/fixtures/hostile_http $(BUILD)/fixtures/sandbox \
-		$(BUILD)/fixtures/plain_target $(BUILD)/fixtures/lock_target: \
+		$(BUILD)/fixtures/plain_target $(BUILD)/fixtures/lock_target \
+		$(BUILD)/fixtures/fragile_target: \
 		$(BUILD)/fixtures/%: tests/fixtures/%.c tests/fixtures/agent_idle.h \
 		| $(DEPS_STAMP)
 	@mkdir -p $(@D)
