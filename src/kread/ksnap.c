@@ -40,6 +40,7 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 	t->stack_len = k->stack_len;
 	t->nvcsw = k->nvcsw;
 	t->nivcsw = k->nivcsw;
+	t->cut = (k->flags & KREAD_CUT) != 0;
 	k->stack = NULL;
 	k->stack_len = 0;
 	/* As snapshot.c's copy_thread(): a futex wait keeps its word. */

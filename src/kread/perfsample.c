@@ -124,6 +124,8 @@ static int take_sample(struct perf_event_mmap_page *meta, pid_t tid,
 		}
 		memcpy(t->stack, rec + off, dyn);
 		t->stack_len = (uint32_t)dyn;
+		/* As much as a sample holds: the stack may well go on. */
+		t->cut = dyn == len;
 		free(rec);
 		return 0;
 	}

@@ -23,5 +23,6 @@
 #define SW_TF_NO_ROOM 0x20    /* on a stack of unknown size: pc only */
 #define SW_TF_BUSY 0x40	      /* no loader-gate ticket was free: pc only */
 #define SW_TF_REUSED 0x80     /* not run since the last read: its stack kept */
+#define SW_TF_STACK_CUT 0x100 /* its stack copy stopped short of its end */
 
 #endif /* SW_LIMITS_H */

@@ -415,6 +415,11 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 	     add_const_str(o, "status", dump_status_name(t->status));
 	if (t->status == SW_ST_OK && dump_read_name(t->read))
 		ok = ok && add_const_str(o, "method", dump_read_name(t->read));
+	/* Cut short: by the frame cap, or where its stack copy ended. */
+	if (t->status == SW_ST_OK && (t->flags & SW_TF_TRUNCATED))
+		ok = ok && add_const_str(o, "truncated", "frames");
+	else if (t->status == SW_ST_OK && (t->flags & SW_TF_STACK_CUT))
+		ok = ok && add_const_str(o, "truncated", "stack");
 	if (t->status != SW_ST_OK)
 		ok = ok && add_str(o, "error",
 				   t->error ? t->error

@@ -152,6 +152,9 @@ static void put_group(struct out *o, const struct sw_dump *d,
 		put(o, "(no frames)\n");
 	if (rep->flags & SW_TF_TRUNCATED)
 		put(o, "... (more frames not captured)\n");
+	else if (rep->flags & SW_TF_STACK_CUT)
+		put(o, "... (stack copy cut short: the frames beyond it are "
+		       "not known)\n");
 	if (l->w)
 		put_waits(o, d, by_tid, l, g);
 }

@@ -249,8 +249,10 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 	t->sp = regs.rsp;
 	end = maps_end(m, t->sp);
 	len = end ? end - t->sp : SNAP_NOMAP_READ;
-	if (len > SNAP_STACK_MAX)
+	if (len > SNAP_STACK_MAX) {
 		len = SNAP_STACK_MAX;
+		t->cut = end != 0;
+	}
 	local.iov_base = scratch;
 	local.iov_len = len;
 	remote.iov_base = (void *)(uintptr_t)t->sp;

@@ -64,6 +64,9 @@ struct snap_thread {
 	/* It has not run since the read whose counts the caller gave: no
 	 * registers or stack here, the caller's earlier unwind stands. */
 	bool reused;
+	/* The copy stops before the end of the stack (a cap): the frames
+	 * beyond it are not there to unwind. */
+	bool cut;
 	struct sw_wait wait;
 };
 

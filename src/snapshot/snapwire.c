@@ -38,7 +38,7 @@ struct wire_thread {
 	char state;
 	uint8_t method;
 	uint8_t reused;
-	char pad;
+	uint8_t cut;
 	uint32_t paused_ns;
 	uint64_t utime_ms, stime_ms, captured_ns, sp;
 	uint64_t regs[SNAP_NREGS];
@@ -99,6 +99,7 @@ int snap_write(int fd, int err, const struct snap *s)
 		w.state = t->state;
 		w.method = t->method;
 		w.reused = t->reused;
+		w.cut = t->cut;
 		w.nvcsw = t->nvcsw;
 		w.nivcsw = t->nivcsw;
 		w.paused_ns = t->paused_ns;
@@ -201,6 +202,7 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		if (r == 0 &&
 		    (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
 		     !valid_status(w.status) || w.method >= SNAP_M_COUNT ||
+		     w.reused > 1 || w.cut > 1 || (w.reused && w.stack_len) ||
 		     (i && w.tid <= s->threads[i - 1].tid) ||
 		     (w.waits && !valid_wait(&w.wait))))
 			r = SW_EFORMAT;
@@ -215,6 +217,7 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		t->state = w.state;
 		t->method = w.method;
 		t->reused = w.reused != 0;
+		t->cut = w.cut != 0;
 		t->nvcsw = w.nvcsw;
 		t->nivcsw = w.nivcsw;
 		t->paused_ns = w.paused_ns;

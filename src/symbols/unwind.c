@@ -513,6 +513,8 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 		}
 		u.cur = NULL;
 		r = keep_ips(&u, t);
+		if (st->cut)
+			t->flags |= SW_TF_STACK_CUT;
 		if (r == 0 && st->waits) {
 			t->wait = malloc(sizeof(*t->wait));
 			if (!t->wait)

@@ -1700,6 +1700,55 @@ static void test_real_programs(const struct itest_daemon *d)
 	TAP_NOTE("the real programs took %ld ms", itest_now_ms() - start);
 }
 
+/* The "deep" thread of a dump's JSON, or NULL. */
+static cJSON *deep_thread(cJSON *doc)
+{
+	cJSON *t;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+	{
+		cJSON *n = cJSON_GetObjectItem(t, "name");
+
+		if (cJSON_IsString(n) && strcmp(n->valuestring, "deep") == 0)
+			return t;
+	}
+	return NULL;
+}
+
+/*
+ * A stack deeper than any copy (1.2 MiB): the thread says it was cut
+ * short, in the JSON and in the text, through the daemon and --local.
+ */
+static void test_cut(const struct itest_daemon *d)
+{
+	struct plain p = { 0 };
+	char cmd[1024], out[1 << 16];
+	cJSON *doc, *t, *tr;
+	int status;
+
+	if (plain_start(&p, "deep", NULL) < 0 ||
+	    !itest_wait_line(p.out, "ready")) {
+		TAP_OK(0, "the deep fixture starts");
+		plain_stop(&p);
+		return;
+	}
+	doc = get_stacks(d, p.pid, &status);
+	t = doc ? deep_thread(doc) : NULL;
+	tr = t ? cJSON_GetObjectItem(t, "truncated") : NULL;
+	TAP_OK(status == 200 && cJSON_IsString(tr) &&
+		       strcmp(tr->valuestring, "stack") == 0,
+	       "a thread deeper than its copy says \"truncated\": "
+	       "\"stack\" (%d, %s)",
+	       status, cJSON_IsString(tr) ? tr->valuestring : "absent");
+	cJSON_Delete(doc);
+	snprintf(cmd, sizeof(cmd), "%s dump --local %d", cli, (int)p.pid);
+	TAP_OK(run_capture(cmd, out, sizeof(out)) == 0 &&
+		       strstr(out, "\n... (stack copy cut short: the frames "
+				   "beyond it are not known)\n"),
+	       "and the text of --local says so under its frames");
+	plain_stop(&p);
+}
+
 int main(void)
 {
 	struct itest_daemon d;
@@ -1727,6 +1776,7 @@ int main(void)
 	test_stopped(&d);
 	test_refusals(&d);
 	test_real_programs(&d);
+	test_cut(&d);
 	itest_daemon_stop(&d);
 	itest_daemon_cleanup(&d);
 	test_sampling();
