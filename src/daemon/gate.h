@@ -14,6 +14,7 @@
 #ifndef SWD_GATE_H
 #define SWD_GATE_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* Reads $STACKWATCH_TEST_GATE; call once at start, before any thread. */
@@ -21,5 +22,12 @@ void gate_init(void);
 
 /* Holds a read of pid (see above); returns at once when the gate is off. */
 void gate_hold(pid_t pid, const char *method, uid_t uid, int timeout_ms);
+
+/*
+ * A read made of several (an agent's process: the kernel read, then the
+ * agent): after its one gate_hold(), gate_held(true) makes the calling
+ * thread's later holds pass until gate_held(false).
+ */
+void gate_held(bool on);
 
 #endif /* SWD_GATE_H */

@@ -1390,6 +1390,9 @@ static int dump_agent_kernel(struct target *t, const struct asker *who,
 	pthread_mutex_lock(&t->io_lock);
 	kept_offer(t->kept, &same, &nsame);
 	pthread_mutex_unlock(&t->io_lock);
+	/* One read of the agent's process, held once (gate.h). */
+	gate_hold(t->pid, "agent", who->uid, timeout_ms);
+	gate_held(true);
 	rc = ptracer_dump_same(t->pid, t->pidfd, who, timeout_ms, true, same,
 			       nsame, &kd, &tracer);
 	free(same);
@@ -1460,6 +1463,7 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		; /* read from the kernel, the rest by the agent */
 	else
 		rc = dump_agent(t, who, timeout_ms, skip, nskip, out);
+	gate_held(false); /* dump_agent_kernel() held it for both parts */
 	if (rc == 0)
 		rc = target_unchanged(t, NULL);
 	if (rc < 0) {
