@@ -293,6 +293,14 @@ $(BUILD)/bench/bench_unwinders: tests/bench/bench_unwinders.c \
 	    $(SW_LDFLAGS) $(SW_LIBS) -Wl,--exclude-libs,libstackwatch.a \
 	    $(shell $(PKG_CONFIG) --libs libunwind-ptrace libunwind-generic)
 
+# The kernel read timed on its own: the reader's objects and libbpf, as
+# the daemon links them.
+$(BUILD)/bench/bench_kread: tests/bench/bench_kread.c $(KREAD_OBJS) \
+		$(BUILD)/libstackwatch.a
+	@mkdir -p $(@D)
+	$(CC) $(SW_CFLAGS) -o $@ $< $(KREAD_OBJS) $(BUILD)/libstackwatch.a \
+	    $(SW_LDFLAGS) $(KREAD_LIBS) $(SW_LIBS)
+
 # The daemon benchmark's target is a plain program: nothing of ours is
 # linked in, the agent is preloaded (tests/bench/daemon.sh).
 $(BUILD)/bench/bench_target: tests/bench/bench_target.c tests/bench/shapes.h

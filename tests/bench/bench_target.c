@@ -26,17 +26,33 @@
  * SCHED_FIFO priority 1 (root only): it then waits for nothing but the
  * process being stopped (ptrace) or its own signal handler, whatever else
  * loads the machine.
+ *
+ * With BENCH_TARGET_WAIT=1 the N threads do not park in the shapes:
+ * thread i sleeps for an hour in sleep(), poll() (a pipe nobody writes),
+ * epoll_wait() (the same pipe) or sigtimedwait() (SIGUSR2, which nobody
+ * sends), by i % 4, and counts each return before the hour is up (an
+ * early return: EINTR, say, when a signal handler ran on it) before it
+ * goes back to sleep. The report line then goes on with "key value"
+ * pairs since the previous report: "early E" and "early_CALL E" for each
+ * call (sleep, poll, epoll, sigtimedwait), the early returns the program
+ * saw; "wakes W" and "wakes_CALL W", the context switches of those
+ * threads (/proc/self/task/TID/status): each time one was woken, whether
+ * the call returned or was made again out of the program's sight (the
+ * agent remakes a sigtimedwait() its own signal cut short).
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +65,109 @@
 static _Atomic uint64_t max_gap_ns;
 static _Atomic uint64_t beats;
 static _Atomic uint64_t late;
+
+/* BENCH_TARGET_WAIT=1: the calls the threads sleep in, by i % WAITS. */
+#define WAITS 4
+#define WAIT_S 3600
+static const char *const wait_names[WAITS] = { "sleep", "poll", "epoll",
+					       "sigtimedwait" };
+static bool waiting;	 /* the mode is on */
+static int wait_pipe[2]; /* nobody writes it */
+static int wait_ep = -1; /* an epoll set of wait_pipe[0] */
+static _Atomic uint64_t early[WAITS];
+static _Atomic pid_t *wait_tids; /* thread i's tid, 0 until it runs */
+static long wait_n;
+static uint64_t wakes_before[WAITS]; /* at the previous report */
+
+/*
+ * The start routine of thread i in BENCH_TARGET_WAIT=1 mode: sleeps an
+ * hour in call i % WAITS, again and again, counting the returns that
+ * came before the hour was up.
+ */
+static void *wait_main(void *arg)
+{
+	unsigned kind = (unsigned)((uintptr_t)arg % WAITS);
+	struct pollfd p = { .fd = wait_pipe[0], .events = POLLIN };
+	struct timespec hour = { WAIT_S, 0 };
+	struct epoll_event ev;
+	sigset_t usr2;
+
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2); /* blocked in every thread (main) */
+	atomic_store(&wait_tids[(uintptr_t)arg], gettid());
+	pthread_mutex_lock(&gate_lock);
+	gate_ready++;
+	pthread_mutex_unlock(&gate_lock);
+	for (;;) {
+		uint64_t t0 = now_ns();
+
+		switch (kind) {
+		case 0:
+			sleep(WAIT_S);
+			break;
+		case 1:
+			poll(&p, 1, WAIT_S * 1000);
+			break;
+		case 2:
+			epoll_wait(wait_ep, &ev, 1, WAIT_S * 1000);
+			break;
+		default:
+			sigtimedwait(&usr2, NULL, &hour);
+			break;
+		}
+		if (now_ns() - t0 < (uint64_t)WAIT_S * 1000000000ull)
+			atomic_fetch_add(&early[kind], 1);
+	}
+	return NULL;
+}
+
+/*
+ * Context switches of the waiting threads so far, by call: each wake-up
+ * of a thread is one (it goes back to sleep after).
+ */
+static void wakes_now(uint64_t by[WAITS])
+{
+	memset(by, 0, WAITS * sizeof(*by));
+	for (long i = 0; i < wait_n; i++) {
+		pid_t tid = atomic_load(&wait_tids[i]);
+		char path[64], line[128];
+		FILE *f;
+
+		if (!tid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status",
+			 (int)tid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long v;
+
+			if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) ==
+				    1 ||
+			    sscanf(line, "nonvoluntary_ctxt_switches: %llu",
+				   &v) == 1)
+				by[i % WAITS] += v;
+		}
+		fclose(f);
+	}
+}
+
+/* Sets up the pipe and the epoll set wait_main() sleeps on. */
+static int wait_setup(long n)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	wait_tids = calloc((size_t)n, sizeof(*wait_tids));
+	wait_n = n;
+	if (!wait_tids || pipe(wait_pipe) != 0)
+		return -1;
+	wait_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (wait_ep < 0)
+		return -1;
+	ev.data.fd = wait_pipe[0];
+	return epoll_ctl(wait_ep, EPOLL_CTL_ADD, wait_pipe[0], &ev);
+}
 
 static void *heartbeat_main(void *arg)
 {
@@ -100,8 +219,30 @@ static int report(const char *path)
 	f = fopen(tmp, "w");
 	if (!f)
 		return -1;
-	fprintf(f, "maxgap_us %.0f beats %llu late %llu\n", (double)gap / 1e3,
+	fprintf(f, "maxgap_us %.0f beats %llu late %llu", (double)gap / 1e3,
 		(unsigned long long)n, (unsigned long long)l);
+	if (waiting) {
+		uint64_t by[WAITS], now[WAITS], all = 0;
+
+		for (int k = 0; k < WAITS; k++)
+			all += by[k] = atomic_exchange(&early[k], 0);
+		fprintf(f, " early %llu", (unsigned long long)all);
+		for (int k = 0; k < WAITS; k++)
+			fprintf(f, " early_%s %llu", wait_names[k],
+				(unsigned long long)by[k]);
+		wakes_now(now);
+		all = 0;
+		for (int k = 0; k < WAITS; k++) {
+			by[k] = now[k] - wakes_before[k];
+			wakes_before[k] = now[k];
+			all += by[k];
+		}
+		fprintf(f, " wakes %llu", (unsigned long long)all);
+		for (int k = 0; k < WAITS; k++)
+			fprintf(f, " wakes_%s %llu", wait_names[k],
+				(unsigned long long)by[k]);
+	}
+	fputc('\n', f);
 	if (fclose(f) != 0)
 		return -1;
 	return rename(tmp, path);
@@ -109,6 +250,7 @@ static int report(const char *path)
 
 int main(int argc, char **argv)
 {
+	const char *mode;
 	pthread_attr_t attr;
 	pthread_t t;
 	sigset_t set;
@@ -124,12 +266,27 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	mode = getenv("BENCH_TARGET_WAIT");
+	waiting = mode && strcmp(mode, "1") == 0;
+	if (waiting) {
+		sigset_t usr2;
+
+		sigemptyset(&usr2);
+		sigaddset(&usr2, SIGUSR2);
+		pthread_sigmask(SIG_BLOCK, &usr2, NULL);
+		if (wait_setup(n) != 0) {
+			perror("bench_target: pipe or epoll");
+			return 1;
+		}
+	}
 
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, STACK_SIZE);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (long i = 0; i < n; i++) {
-		int rc = pthread_create(&t, &attr, thread_main, (void *)i);
+		int rc = pthread_create(&t, &attr,
+					waiting ? wait_main : thread_main,
+					(void *)i);
 
 		if (rc != 0) {
 			fprintf(stderr, "bench_target: thread %ld of %ld: %s\n",

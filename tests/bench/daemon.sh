@@ -35,20 +35,35 @@
 # like the application's own threads): the gaps then show what stops the
 # process, not what else loads a shared machine (with SCHED_OTHER the
 # idle control alone showed gaps of 60 ms on a busy 2-vCPU machine).
-# Then the same without the agent, at SW_BENCH_PTRACE_THREADS (1000): a
-# fresh daemon dumps a bench_target that loaded nothing of ours by ptrace
-# snapshot (curl back to back as above, SW_BENCH_WARM_SECONDS), beside
+# Then the same without the agent, at SW_BENCH_PTRACE_THREADS (1000), on
+# one bench_target that loaded nothing of ours: a fresh daemon reads it
+# from the kernel (the default: its threads are blocked), curl back to
+# back as above (SW_BENCH_WARM_SECONDS), then the kernel read alone
+# (bench_kread: SW_BENCH_KREAD_ROUNDS (21) reads of the whole process,
+# and as many given the previous read's switch counts, which copy none
+# of the threads that did not run), then a fresh daemon with
+# --no-kernel-reads takes ptrace snapshots of it the same way, beside
 # `eu-stack -s -p` and gdb on the same process: wall times, each answer's
 # paused_us_max and paused_us_total (the pause of the longest-held thread
-# and the average), and the heartbeat's largest gap, against an idle
-# control: what the machine itself does to a 1 ms real-time thread.
+# and the average) and "methods" (threads read each way), and the
+# heartbeat's largest gap, against an idle control: what the machine
+# itself does to a 1 ms real-time thread.
+# Then the early returns of sleeping calls under the agent: a target of
+# SW_BENCH_EINTR_THREADS (1000) threads in sleep(), poll(), epoll_wait()
+# and sigtimedwait() (bench_target BENCH_TARGET_WAIT=1), sampled by the
+# daemon at its default 1 Hz for SW_BENCH_EINTR_SECONDS (60), with
+# kernel reads and with --no-kernel-reads (a fresh daemon and target
+# each): the returns before time the program saw, and the wake-ups.
 # Then pprof: at 1000 threads, the time to serve /debug/pprof/goroutine
 # against the JSON of the same (cached: --max-dump-rate 1) dump, in
 # SW_BENCH_PPROF_ROUNDS (5) rounds of 4 requests of each, alternated
 # within one cache window; and the CPU a SW_BENCH_PROFILE_SECONDS (30) s
 # /debug/pprof/profile at the default 19 Hz costs a target of
 # SW_BENCH_PROFILE_THREADS (100) threads, beyond its own CPU at rest
-# measured just before for as long (the heartbeat thread's).
+# measured just before for as long (the heartbeat thread's), and the
+# daemon's own CPU (stackwatchd, its snapshot helper and the helper's
+# children) over the profile: with kernel reads and with
+# --no-kernel-reads (a fresh daemon and target each).
 # Then the daemon at rest: SW_BENCH_REST_TARGETS (50) targets of 10
 # threads, --sample-interval 1000, 5 s to settle, its utime+stime over
 # SW_BENCH_REST_SECONDS (20) from /proc/PID/stat.
@@ -72,6 +87,10 @@ ptrace_n=${SW_BENCH_PTRACE_THREADS:-1000}
 pprof_rounds=${SW_BENCH_PPROF_ROUNDS:-5}
 profile_n=${SW_BENCH_PROFILE_THREADS:-100}
 profile_s=${SW_BENCH_PROFILE_SECONDS:-30}
+kread_rounds=${SW_BENCH_KREAD_ROUNDS:-21}
+eintr_n=${SW_BENCH_EINTR_THREADS:-1000}
+eintr_s=${SW_BENCH_EINTR_SECONDS:-60}
+target_wait=0 # 1: target_start's threads sleep in calls (bench_target)
 fifo=${SW_BENCH_FIFO:-$([ "$(id -u)" = 0 ] && echo 1 || echo 0)}
 status=0
 
@@ -191,7 +210,8 @@ registered() {
 # registered within 60 s.
 target_start() {
 	hb=$work/hb.$2
-	BENCH_TARGET_FIFO=$fifo LD_PRELOAD=$agent STACKWATCH_SOCKET=$sock \
+	BENCH_TARGET_FIFO=$fifo BENCH_TARGET_WAIT=$target_wait \
+		LD_PRELOAD=$agent STACKWATCH_SOCKET=$sock \
 		"$target_bin" "$1" "$hb" >"$work/out.$2" 2>"$work/err.$2" &
 	tpid=$!
 	pids="$pids $tpid"
@@ -285,6 +305,9 @@ dump_sw() {
 		head -n 1 | cut -d: -f2)
 	ptotal=$(grep -o '"paused_us_total":[0-9]*' "$work/resp.json" |
 		head -n 1 | cut -d: -f2)
+	# "methods": {"kernel":1002,...} as "kernel 1002, ..."
+	methods=$(grep -o '"methods":{[^}]*}' "$work/resp.json" | head -n 1 |
+		sed 's/^"methods":{//; s/}$//; s/"//g; s/:/ /g; s/,/, /g')
 	if [ "$code" != 200 ] || [ "$wall_status" != 0 ]; then
 		say "daemon.sh: curl of pid $tpid: HTTP $code, status $wall_status"
 		wall=""
@@ -293,6 +316,57 @@ dump_sw() {
 
 metric() {
 	curl -s "$url/metrics" | awk -v k="$1" '$1 == k { print $2; exit }'
+}
+
+# methods_range - over the lines on stdin, each a dump's methods ("kernel
+# 1002, perf 1"), each method's count as "min–max" (or the one value),
+# a method absent from a dump counting 0: "kernel 1000–1002, perf 0–1".
+methods_range() {
+	awk -F', ' '
+		NF == 0 { next }
+		{ d++
+		  for (i = 1; i <= NF; i++) {
+			split($i, kv, " ")
+			if (!(kv[1] in seen)) { seen[kv[1]] = 1; order[++m] = kv[1] }
+			v[d, kv[1]] = kv[2] } }
+		END {
+			for (j = 1; j <= m; j++) {
+				k = order[j]; lo = ""; hi = ""
+				for (i = 1; i <= d; i++) {
+					x = ((i, k) in v) ? v[i, k] + 0 : 0
+					if (lo == "" || x < lo) lo = x
+					if (hi == "" || x > hi) hi = x }
+				printf "%s%s %s", (j > 1 ? ", " : ""), k,
+					(lo == hi ? lo : lo "–" hi) }
+			if (m == 0) printf "none" }'
+}
+
+# daemon_ticks - utime+stime of the daemon and of its snapshot helper
+# (its child), each with the children it reaped (the helper's one child
+# per snapshot), in clock ticks.
+daemon_ticks() {
+	cat /proc/[0-9]*/stat 2>/dev/null | awk -v d="$dpid" '
+		{ p = $1; sub(/^.*\) /, "")
+		  if (p == d || $2 == d) s += $12 + $13 + $14 + $15 }
+		END { print s + 0 }'
+}
+
+# kernel_status - "active" when the daemon's /api/v1/status says it reads
+# blocked threads from the kernel, else why not.
+kernel_status() {
+	curl -s "$url/api/v1/status" | awk '{
+		if (match($0, /"kernel":\{"active":true/)) { print "active"; exit }
+		if (match($0, /"kernel":\{"active":false,"why":"[^"]*"/)) {
+			w = substr($0, RSTART, RLENGTH)
+			sub(/.*"why":"/, "", w); sub(/"$/, "", w)
+			print "not active: " w; exit }
+		print "unknown" }'
+}
+
+# kv KEY FILE - the value after KEY in FILE's "key value" pairs.
+kv() {
+	awk -v k="$1" '{ for (i = 1; i < NF; i++) if ($i == k) {
+		print $(i + 1); exit } }' "$2" 2>/dev/null
 }
 
 # peer NAME KEY N CAP_S CMD... - PEER_RUNS runs of CMD on the target, back
@@ -459,23 +533,23 @@ for n in $sizes; do
 	daemon_stop
 done
 
-# ---- without the agent: ptrace snapshots ----
-n=$ptrace_n
-say "running: without the agent, $n threads (ptrace snapshots)"
-if daemon_start --sample-interval 0 --max-dump-rate 1000 &&
-	plain_start "$n" "plain$n"; then
-	msleep 200
-	heartbeat
-	msleep 2000
-	heartbeat idle "p$n"
+# ---- without the agent: kernel reads, then ptrace snapshots ----
+
+# plain_dumps K - on the plain target tpid and the daemon just started:
+# the cold dump, then warm ones back to back (SW_BENCH_WARM_SECONDS, at
+# least warm_min), the heartbeat's window over them as gap_sw_K$n; the
+# figures as cells K<name> at $n.
+plain_dumps() {
 	dump_sw
-	set_cell pcold "$n" "$wall"
-	say "  cold: $wall ms (dump $elapsed ms, $ok threads ok)"
+	set_cell "$1cold" "$n" "$wall"
+	say "  cold: $wall ms (dump $elapsed ms, $ok threads ok; $methods)"
 	heartbeat
 	walls=""
 	pmaxes=""
+	ptotals=""
 	pavgs=""
 	oks=""
+	: >"$work/methods"
 	count=0
 	t0=$(date +%s)
 	while [ $count -lt $warm_min ] ||
@@ -483,27 +557,76 @@ if daemon_start --sample-interval 0 --max-dump-rate 1000 &&
 		dump_sw
 		walls="$walls $wall"
 		pmaxes="$pmaxes $pmax"
+		ptotals="$ptotals $ptotal"
 		[ -n "$ptotal" ] && [ -n "$ok" ] && [ "$ok" -gt 0 ] &&
 			pavgs="$pavgs $(calc "$ptotal / $ok" '%.1f')"
 		oks="$oks $ok"
+		echo "$methods" >>"$work/methods"
 		count=$((count + 1))
 		[ $count -ge 2000 ] && break
 	done
-	heartbeat sw "p$n"
-	set_cell pwarm "$n" "$(echo "$walls" | median)"
-	set_cell pcount "$n" "$count"
-	set_cell pavg "$n" "$(echo "$pavgs" | median)"
-	set_cell pmax_med "$n" "$(echo "$pmaxes" | median)"
-	set_cell pmax_max "$n" "$(echo "$pmaxes" | tr ' ' '\n' | grep . |
+	heartbeat sw "$1$n"
+	set_cell "$1warm" "$n" "$(echo "$walls" | median)"
+	set_cell "$1count" "$n" "$count"
+	set_cell "$1avg" "$n" "$(echo "$pavgs" | median)"
+	set_cell "$1max_med" "$n" "$(echo "$pmaxes" | median)"
+	set_cell "$1max_max" "$n" "$(echo "$pmaxes" | tr ' ' '\n' | grep . |
 		sort -n | tail -n 1)"
-	set_cell pover "$n" "$(echo "$pmaxes" | tr ' ' '\n' | grep . |
+	set_cell "$1total_max" "$n" "$(echo "$ptotals" | tr ' ' '\n' |
+		grep . | sort -n | tail -n 1)"
+	set_cell "$1over" "$n" "$(echo "$pmaxes" | tr ' ' '\n' | grep . |
 		awk '$1 > 2000 { c++ } END { print c + 0 }')"
-	set_cell p_threads "$n" "$(echo "$oks" | tr ' ' '\n' | grep . |
+	set_cell "$1_threads" "$n" "$(echo "$oks" | tr ' ' '\n' | grep . |
 		sort -n | head -n 1)"
-	say "  warm: $count snapshots, median $(cell pwarm "$n") ms;" \
-		"paused avg $(cell pavg "$n") us, max $(cell pmax_med "$n") us" \
-		"(median), $(cell pmax_max "$n") us (all); gap" \
-		"$(cell gap_sw "p$n") ms"
+	set_cell "$1methods" "$n" "$(methods_range <"$work/methods")"
+	say "  warm: $count dumps, median $(cell "$1warm" "$n") ms;" \
+		"paused avg $(cell "$1avg" "$n") us, max" \
+		"$(cell "$1max_med" "$n") us (median), $(cell "$1max_max" "$n")" \
+		"us (all); gap $(cell gap_sw "$1$n") ms; methods" \
+		"$(cell "$1methods" "$n")"
+}
+
+n=$ptrace_n
+say "running: without the agent, $n threads (kernel reads, then ptrace" \
+	"snapshots with --no-kernel-reads)"
+if plain_start "$n" "plain$n"; then
+	msleep 200
+	heartbeat
+	msleep 2000
+	heartbeat idle "p$n"
+	if daemon_start --sample-interval 0 --max-dump-rate 1000; then
+		kstatus=$(kernel_status)
+		say "  kernel reads: $kstatus"
+		plain_dumps k
+	else
+		status=1
+	fi
+	daemon_stop
+	# The helper's part alone: the kernel read of the whole process.
+	if [ -x "$absbuild/bench/bench_kread" ] &&
+		"$absbuild/bench/bench_kread" "$tpid" "$kread_rounds" \
+			>"$work/kread.out" 2>"$work/kread.err"; then
+		set_cell kread "$n" "$(awk '$1 == "full" {
+			printf "%.3f", $5 / 1000 }' "$work/kread.out")"
+		set_cell kread_info "$n" "$(awk '$1 == "full" {
+			printf "%s threads, %s copied, %.1f MB; min %.1f ms, max %.1f ms",
+			$11, $13, $15 / 1e6, $7 / 1000, $9 / 1000 }' \
+			"$work/kread.out")"
+		set_cell kread_same "$n" "$(awk '$1 == "same" {
+			printf "%.3f", $5 / 1000 }' "$work/kread.out")"
+		set_cell kread_same_info "$n" "$(awk '$1 == "same" {
+			printf "%s of %s threads not copied, %s copied (%.1f kB)",
+			$13, $11, $15, $17 / 1000 }' "$work/kread.out")"
+		say "  bench_kread: $(tr '\n' ';' <"$work/kread.out")"
+	else
+		say "  bench_kread: $(cat "$work/kread.err" 2>/dev/null)"
+	fi
+	if daemon_start --sample-interval 0 --max-dump-rate 1000 \
+		--no-kernel-reads; then
+		plain_dumps p
+	else
+		status=1
+	fi
 	tidre='^TID [0-9]+:'
 	peer "eu-stack -s" eus "p$n" "$peer_cap" eu-stack -s -p "$tpid"
 	set_cell peus "$n" "$pwall"
@@ -541,6 +664,44 @@ else
 fi
 daemon_stop
 
+# ---- sleeping calls under the agent: early returns ----
+say "running: $eintr_n threads of an agent target in sleep, poll," \
+	"epoll_wait and sigtimedwait, sampled at 1 Hz for $eintr_s s, with" \
+	"kernel reads and with --no-kernel-reads"
+for mode in k p; do
+	flag=""
+	[ $mode = p ] && flag=--no-kernel-reads
+	target_wait=1
+	# shellcheck disable=SC2086 # $flag: no argument when empty
+	if daemon_start $flag && target_start "$eintr_n" "wait$mode"; then
+		heartbeat # the window starts
+		sleep "$eintr_s"
+		heartbeat
+		set_cell eintr "$mode" "$(kv early "$hb")"
+		set_cell eintr_by "$mode" "$(kv early_sleep "$hb") / $(kv early_poll "$hb") / $(kv early_epoll "$hb") / $(kv early_sigtimedwait "$hb")"
+		set_cell eintr_wakes "$mode" "$(kv wakes "$hb")"
+		set_cell eintr_wakes_by "$mode" "$(kv wakes_sleep "$hb") / $(kv wakes_poll "$hb") / $(kv wakes_epoll "$hb") / $(kv wakes_sigtimedwait "$hb")"
+		# Per thread per second (a sample a second) of the threads in
+		# sleep, poll and epoll_wait (3 in 4): sigtimedwait is made
+		# again by the agent, out of the program's sight.
+		e3=$(awk '{ for (i = 1; i < NF; i++)
+			if ($i ~ /^early_(sleep|poll|epoll)$/) s += $(i + 1) }
+			END { print s + 0 }' "$hb" 2>/dev/null)
+		set_cell eintr_rate "$mode" "$(calc "${e3:-0} / ($eintr_n * 3 / 4) / $eintr_s" '%.2f')"
+		wk=$(kv wakes "$hb")
+		set_cell eintr_wrate "$mode" "$(calc "${wk:-0} / $eintr_n / $eintr_s" '%.2f')"
+		dump_sw
+		set_cell eintr_methods "$mode" "$methods"
+		say "  $flag: $(cat "$hb"); a dump after: $methods"
+		stop "$tpid"
+	else
+		status=1
+		[ -n "${tpid:-}" ] && stop "$tpid"
+	fi
+	target_wait=0
+	daemon_stop
+done
+
 # ---- pprof ----
 say "running: pprof at $ptrace_n threads, a ${profile_s} s profile of $profile_n"
 tck=$(getconf CLK_TCK)
@@ -574,31 +735,45 @@ else
 	status=1
 	daemon_stop
 fi
-if daemon_start --sample-interval 0 && target_start "$profile_n" prof; then
+for mode in k p; do
+	flag=""
+	[ $mode = p ] && flag=--no-kernel-reads
+	# shellcheck disable=SC2086 # $flag: no argument when empty
+	if ! daemon_start --sample-interval 0 $flag ||
+		! target_start "$profile_n" "prof$mode"; then
+		status=1
+		[ -n "${tpid:-}" ] && stop "$tpid"
+		daemon_stop
+		continue
+	fi
 	sleep 2
 	c0=$(cpu_ticks "$tpid")
 	sleep "$profile_s"
 	c1=$(cpu_ticks "$tpid")
+	d1=$(daemon_ticks)
 	curl -s -o "$work/p.pb.gz" \
 		"$url/debug/pprof/profile?seconds=$profile_s&pid=$tpid"
 	c2=$(cpu_ticks "$tpid")
+	d2=$(daemon_ticks)
 	samples=$(metric 'stackwatch_dumps_total{result="ok"}')
 	rest=$(calc "100 * ($c1 - $c0) / $tck / $profile_s" '%.2f')
 	busy_p=$(calc "100 * ($c2 - $c1) / $tck / $profile_s" '%.2f')
 	cost=$(calc "$busy_p - $rest" '%.2f')
-	set_cell prof_cost 0 "$cost"
-	set_cell prof_rest 0 "$rest"
-	set_cell prof_samples 0 "${samples:-0}"
+	set_cell prof_cost "$mode" "$cost"
+	set_cell prof_rest "$mode" "$rest"
+	set_cell prof_samples "$mode" "${samples:-0}"
+	set_cell prof_daemon "$mode" "$(calc "100 * ($d2 - $d1) / $tck / $profile_s" '%.2f')"
 	# CPU per sample, and per thread per sample, in microseconds.
-	set_cell prof_per_sample 0 "$(calc "($c2 - $c1 - ($c1 - $c0)) * 1000000 / $tck / (${samples:-1} + 0.000001)" '%.0f')"
-	set_cell prof_per_thread 0 "$(calc "($c2 - $c1 - ($c1 - $c0)) * 1000000 / $tck / (${samples:-1} + 0.000001) / ($profile_n + 3)" '%.1f')"
-	say "  profile: target $busy_p% of a core (at rest $rest%), $samples dumps"
+	set_cell prof_per_sample "$mode" "$(calc "($c2 - $c1 - ($c1 - $c0)) * 1000000 / $tck / (${samples:-1} + 0.000001)" '%.0f')"
+	set_cell prof_per_thread "$mode" "$(calc "($c2 - $c1 - ($c1 - $c0)) * 1000000 / $tck / (${samples:-1} + 0.000001) / ($profile_n + 3)" '%.1f')"
+	dump_sw
+	set_cell prof_methods "$mode" "$methods"
+	say "  profile${flag:+ ($flag)}: target $busy_p% of a core (at rest" \
+		"$rest%), daemon $(cell prof_daemon "$mode")%, $samples dumps;" \
+		"a dump after: $methods"
 	stop "$tpid"
 	daemon_stop
-else
-	status=1
-	daemon_stop
-fi
+done
 
 # ---- the daemon at rest ----
 say "running: daemon at rest, $rest_targets targets sampled at 1 Hz"
@@ -840,8 +1015,9 @@ r_pe=$(ratio "$(cell peus "$n")" "$pw")
 r_pg=$(ratio "$(cell pgdb "$n")" "$pw")
 pgap=$(cell gap_sw "p$n")
 echo
-echo "Without the agent: ptrace snapshots through the daemon, against the" \
-	"peers, on one process of $n threads that loaded nothing of ours"
+echo "Without the agent: ptrace snapshots through the daemon" \
+	"(--no-kernel-reads), against the peers, on one process of $n" \
+	"threads that loaded nothing of ours"
 echo
 echo "| figure | value | target | met |"
 echo "| --- | --- | --- | --- |"
@@ -868,13 +1044,67 @@ echo "| --- | --- | --- | --- |"
 echo "| \`curl /debug/pprof/goroutine?pid=N\` of $ptrace_n threads, the dump cached (median of $((pprof_rounds * 4))) | $(cell pp_pprof 0) ms ($(cell pp_bytes 0)) | - | - |"
 echo "| \`curl /api/v1/stacks?pid=N\` of the same dump, alternated with it | $(cell pp_json 0) ms | - | - |"
 echo "| goroutine / JSON | $(cell pp_ratio 0) | ≤ 1.5 | $(met_one "$(cell pp_ratio 0)" '<=' 1.5) |"
-echo "| a ${profile_s} s profile at 19 Hz of $profile_n threads: the target's CPU beyond its own at rest ($(cell prof_rest 0)%) | $(cell prof_cost 0)% of a core | < 3% | $(met_one "$(cell prof_cost 0)" '<' 3) |"
-echo "| … the dumps it took, and the target's CPU per dump / per thread per dump | $(cell prof_samples 0); $(cell prof_per_sample 0) µs / $(cell prof_per_thread 0) µs | - | - |"
+echo "| a ${profile_s} s profile at 19 Hz of $profile_n threads: the target's CPU beyond its own at rest ($(cell prof_rest k)%) | $(cell prof_cost k)% of a core | < 3% | $(met_one "$(cell prof_cost k)" '<' 3) |"
+echo "| … the dumps it took, and the target's CPU per dump / per thread per dump | $(cell prof_samples k); $(cell prof_per_sample k) µs / $(cell prof_per_thread k) µs | - | - |"
 echo
 echo "A gap of the idle control above its limit is the machine's own: then" \
 	"the snapshot's figure can be no better. tests/bench/bench_snapshot" \
 	"PID ROUNDS gives each phase, the pause's quantiles and the" \
 	"heartbeat thread's own pause."
+
+# ---- kernel reads beside --no-kernel-reads ----
+n=$ptrace_n
+kw=$(cell kwarm "$n")
+r_ke=$(ratio "$(cell peus "$n")" "$kw")
+r_kg=$(ratio "$(cell pgdb "$n")" "$kw")
+kpm=$(cell kmax_max "$n")
+kpt=$(cell ktotal_max "$n")
+paused_met="?"
+if [ -n "$kpm" ] && [ -n "$kpt" ]; then
+	paused_met=$(met_one "$((kpm + kpt))" '<=' 0)
+fi
+# early EINTR_MODE - "E (sleep / poll / epoll / sigtimedwait)".
+early() {
+	v=$(cell eintr "$1")
+	[ -n "$v" ] && printf '%s (%s)' "$v" "$(cell eintr_by "$1")"
+}
+wakes() {
+	v=$(cell eintr_wakes "$1")
+	[ -n "$v" ] && printf '%s (%s); %s a thread a second' "$v" \
+		"$(cell eintr_wakes_by "$1")" "$(cell eintr_wrate "$1")"
+}
+pct() { [ -n "$1" ] && printf '%s%%' "$1"; }
+echo
+echo "Kernel reads (the default: blocked threads read from the kernel, no" \
+	"signal and no stop) beside --no-kernel-reads (signals for agent" \
+	"targets, ptrace stops otherwise), in this run; the daemon's kernel" \
+	"reads: ${kstatus:-unknown}"
+echo
+echo "| figure | kernel reads | --no-kernel-reads | target | met |"
+echo "| --- | --- | --- | --- | --- |"
+echo "| no agent, $n threads: warm \`curl /api/v1/stacks?pid=N\`, symbols and lines (median of $(cell kcount "$n") / $(cell pcount "$n"), back to back) | $(ms "$kw") | $(ms "$(cell pwarm "$n")") | - | - |"
+echo "| … speed-up over \`eu-stack -s -p N\` on the same process ($(peer_cell peus "$n")) | ${r_ke:+${r_ke}×} | ${r_pe:+${r_pe}×} | ≥ 100× with kernel reads | $(met_one "$r_ke" '>=' 100) |"
+echo "| … speed-up over \`gdb -p N -batch -ex 'thread apply all bt'\` ($(peer_cell pgdb "$n")) | ${r_kg:+${r_kg}×} | ${r_pg:+${r_pg}×} | ≥ 100× with kernel reads | $(met_one "$r_kg" '>=' 100) |"
+echo "| … the kernel read alone of the whole process, the helper's part (bench_kread: kread_process, median of $kread_rounds) | $(ms "$(cell kread "$n")") ($(cell kread_info "$n")) | - | ≤ 6 ms | $(met_one "$(cell kread "$n")" '<=' 6) |"
+echo "| … the same given the previous read's switch counts (kread_process_same, median of $kread_rounds): threads that did not run are not copied | $(ms "$(cell kread_same "$n")") ($(cell kread_same_info "$n")) | - | - | - |"
+echo "| … each answer's paused_us_max / paused_us_total, the largest over the warm dumps | $kpm / $kpt µs | $(cell pmax_max "$n") / $(cell ptotal_max "$n") µs | 0 with kernel reads | $paused_met |"
+echo "| … heartbeat ($policy, 1 ms): largest gap at rest (2 s, nobody dumping; one control for both) | $(gap idle "p$n") | $(gap idle "p$n") | - | - |"
+echo "| … heartbeat's largest gap, dumps back to back (the warm requests) | $(gap sw "k$n") | $(gap sw "p$n") | ≤ 2 ms with kernel reads | $(met_one "$(cell gap_sw "k$n")" '<=' 2) |"
+echo "| agent, $eintr_n threads in sleep / poll / epoll_wait / sigtimedwait, sampled at 1 Hz for $eintr_s s: early returns the program saw (sleep / poll / epoll / sigtimedwait) | $(early k) | $(early p) | 0 with kernel reads | $(met_one "$(cell eintr k)" '<=' 0) |"
+echo "| … a thread in sleep, poll or epoll_wait a second (the agent makes a sigtimedwait its signal cut short again, out of the program's sight) | $(cell eintr_rate k) | $(cell eintr_rate p) | - | - |"
+echo "| … those threads' wake-ups (context switches, /proc: sleep / poll / epoll / sigtimedwait) | $(wakes k) | $(wakes p) | - | - |"
+echo "| agent, $profile_n threads parked, a ${profile_s} s profile at 19 Hz: the target's CPU beyond its own at rest ($(cell prof_rest k)% / $(cell prof_rest p)%), % of one core | $(pct "$(cell prof_cost k)") | $(pct "$(cell prof_cost p)") | ≤ 0.5% with kernel reads | $(met_one "$(cell prof_cost k)" '<=' 0.5) |"
+echo "| … the daemon's own CPU over the profile (stackwatchd, its snapshot helper and the helper's children), % of one core | $(pct "$(cell prof_daemon k)") | $(pct "$(cell prof_daemon p)") | - | - |"
+echo "| … the dumps it took | $(cell prof_samples k) | $(cell prof_samples p) | - | - |"
+echo
+echo "Threads each dump read each way (its answer's \"methods\"; a range" \
+	"over the dumps): no agent, $n threads: kernel reads" \
+	"$(cell kmethods "$n") ($(cell kcount "$n") dumps), --no-kernel-reads" \
+	"$(cell pmethods "$n") ($(cell pcount "$n") dumps); agent, threads in" \
+	"calls (a dump after the window): kernel reads" \
+	"$(cell eintr_methods k), --no-kernel-reads $(cell eintr_methods p);" \
+	"agent, the profile's target (a dump after it): kernel reads" \
+	"$(cell prof_methods k), --no-kernel-reads $(cell prof_methods p)."
 echo
 echo "CPUs busy with other work: ${busy_before}% before the daemon run," \
 	"$(busy)% after; it took $(($(date +%s) - started)) s."
