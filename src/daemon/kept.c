@@ -20,7 +20,33 @@ struct kept_thread {
 struct kept {
 	size_t n; /* sorted by tid */
 	struct kept_thread *v;
+	/* The modules of the last read that listed any. */
+	size_t nmodules;
+	struct sw_module *modules;
 };
+
+static void free_modules(struct sw_module *m, size_t n)
+{
+	for (size_t i = 0; m && i < n; i++)
+		free(m[i].path);
+	free(m);
+}
+
+/* A deep copy of n modules (paths duplicated), or NULL. */
+static struct sw_module *copy_modules(const struct sw_module *m, size_t n)
+{
+	struct sw_module *c = calloc(n ? n : 1, sizeof(*c));
+
+	for (size_t i = 0; c && i < n; i++) {
+		c[i] = m[i];
+		c[i].path = m[i].path ? strdup(m[i].path) : NULL;
+		if (m[i].path && !c[i].path) {
+			free_modules(c, i);
+			return NULL;
+		}
+	}
+	return c;
+}
 
 static int cmp_tid(const void *a, const void *b)
 {
@@ -65,6 +91,12 @@ size_t kept_fill(const struct kept *k, struct sw_dump *d)
 {
 	size_t filled = 0;
 
+	/* Nothing was unwound: no thread ran, no module came or went. */
+	if (!d->nmodules && k && k->nmodules) {
+		d->modules = copy_modules(k->modules, k->nmodules);
+		d->nmodules = d->modules ? k->nmodules : 0;
+	}
+
 	for (size_t i = 0; i < d->nthreads; i++) {
 		struct sw_thread *t = &d->threads[i];
 		const struct kept_thread *kt;
@@ -101,6 +133,7 @@ void kept_free(struct kept *k)
 	for (size_t i = 0; i < k->n; i++)
 		free(k->v[i].ips);
 	free(k->v);
+	free_modules(k->modules, k->nmodules);
 	free(k);
 }
 
@@ -135,6 +168,15 @@ void kept_update(struct kept **k, const struct sw_dump *d)
 		nk->n = ++m;
 	}
 	qsort(nk->v, nk->n, sizeof(*nk->v), cmp_tid);
+	if (d->nmodules) {
+		nk->modules = copy_modules(d->modules, d->nmodules);
+		nk->nmodules = nk->modules ? d->nmodules : 0;
+	} else if (*k) { /* still those of the read before */
+		nk->modules = (*k)->modules;
+		nk->nmodules = (*k)->nmodules;
+		(*k)->modules = NULL;
+		(*k)->nmodules = 0;
+	}
 	kept_free(*k);
 	*k = nk;
 	return;

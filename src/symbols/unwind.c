@@ -418,6 +418,7 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 	struct sw_dump *d;
 	Dwfl *dwfl = NULL;
 	uint64_t first = 0, last = 0;
+	bool need = false;
 	int r = 0;
 
 	*out = NULL;
@@ -450,7 +451,14 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 		goto out;
 	}
 	tls_unw = &u;
-	dwfl = dwfl_begin(&snap_callbacks);
+	/*
+	 * Nothing to unwind when every thread read is one the caller kept
+	 * (reused): then no modules either, the caller has those too.
+	 */
+	for (size_t i = 0; i < s->nthreads && !need; i++)
+		need = s->threads[i].status == SW_ST_OK &&
+		       !s->threads[i].reused;
+	dwfl = need ? dwfl_begin(&snap_callbacks) : NULL;
 	if (dwfl) {
 		dwfl_report_begin(dwfl);
 		if (dwfl_linux_proc_report(dwfl, s->pid) != 0 ||
