@@ -26,12 +26,13 @@ allowed() {
 	collector/signal) echo "" ;;
 	collector) echo "collector/signal model" ;;
 	snapshot) echo "model" ;;
+	kread) echo "snapshot model" ;;
 	symbols) echo "snapshot model" ;;
 	render) echo "symbols model" ;;
 	api) echo "collector collector/signal symbols render model" ;;
 	agent) echo "collector collector/signal model" ;;
-	daemon) echo "collector collector/signal snapshot symbols render model" ;;
-	cli) echo "snapshot symbols render model" ;;
+	daemon) echo "collector collector/signal kread snapshot symbols render model" ;;
+	cli) echo "kread snapshot symbols render model" ;;
 	*) echo "?" ;;
 	esac
 }
