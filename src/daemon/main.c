@@ -179,9 +179,10 @@ int main(int argc, char **argv)
 			 (int)ptracer_pid(),
 			 lrc == 0 ? "denied to this process"
 				  : "not locked out of this process");
+	/* Said at the default level only when something is missing. */
 	if (ptracer_kernel_status(why, sizeof(why)) == 0)
-		log_notice("kernel reads: on (blocked threads are read with no "
-			   "signal and no stop)");
+		log_info("kernel reads: on (blocked threads are read with no "
+			 "signal and no stop)");
 	else
 		log_notice("kernel reads: off: %s; blocked threads are read "
 			   "by signal (agent) or ptrace",
