@@ -139,8 +139,17 @@ void kept_free(struct kept *k)
 
 void kept_update(struct kept **k, const struct sw_dump *d)
 {
-	struct kept *nk = calloc(1, sizeof(*nk));
-	size_t m = 0;
+	struct kept *nk;
+	size_t m = 0, addrs = 0;
+
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].status == SW_ST_OK &&
+		    d->threads[i].read == SW_READ_KERNEL)
+			addrs += d->threads[i].nips;
+	/* Too big to keep beside its history: every read copies all. */
+	if (addrs > KEPT_MAX_ADDRS)
+		goto fail_empty;
+	nk = calloc(1, sizeof(*nk));
 
 	if (nk)
 		nk->v = calloc(d->nthreads ? d->nthreads : 1, sizeof(*nk->v));
@@ -182,6 +191,7 @@ void kept_update(struct kept **k, const struct sw_dump *d)
 	return;
 fail:
 	kept_free(nk);
+fail_empty:
 	kept_free(*k);
 	*k = NULL;
 }

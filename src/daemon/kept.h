@@ -12,6 +12,13 @@
 #include "model/dump.h"
 #include "ptracer.h"
 
+/*
+ * The most addresses kept for one target (256 KiB of them): a process
+ * with more is read whole each time, rather than cost the daemon a
+ * second copy of its stacks beside its history.
+ */
+#define KEPT_MAX_ADDRS 32768
+
 struct kept;
 
 /*
