@@ -13,11 +13,11 @@
 #include "ptracer.h"
 
 /*
- * The most addresses kept for one target (256 KiB of them): a process
+ * The most addresses kept for one target (512 KiB of them): a process
  * with more is read whole each time, rather than cost the daemon a
  * second copy of its stacks beside its history.
  */
-#define KEPT_MAX_ADDRS 32768
+#define KEPT_MAX_ADDRS 65536
 
 struct kept;
 
