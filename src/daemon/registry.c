@@ -1419,10 +1419,12 @@ static int dump_agent_kernel(struct target *t, const struct asker *who,
 	left = timeout_ms - (int)(now_ms() - start);
 	rc = dump_agent(t, who, left > 0 ? left : 1, skip, nskip, out);
 	free(skip);
-	if (rc == 0)
+	if (rc == 0 && *out)
 		rc = merge_reads(kd, *out);
 	else
 		sw_dump_free(kd);
+	if (rc == 0 && !*out)
+		rc = SW_EFORMAT; /* answered with nothing */
 	if (rc == 0)
 		(*out)->elapsed_us = (now_ms() - start) * 1000;
 	else if (*out) {

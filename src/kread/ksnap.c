@@ -138,6 +138,16 @@ static int cmp_expect(const void *a, const void *b)
 	return (x->tid > y->tid) - (x->tid < y->tid);
 }
 
+/* The expectation given for tid, or NULL. */
+static const struct kread_expect *find_expect(const struct kread_expect *same,
+					      size_t n, pid_t tid)
+{
+	struct kread_expect key = { .tid = tid };
+
+	return same && n ? bsearch(&key, same, n, sizeof(*same), cmp_expect)
+			 : NULL;
+}
+
 int ksnap_take(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	       unsigned flags, struct snap **out, struct kread_stats *stats)
 {
@@ -171,12 +181,7 @@ int ksnap_take_same(struct kread *k, int slot, pid_t pid, int timeout_ms,
 		if (v[i].flags & KREAD_OK)
 			to_snap(&v[i], &given[ng++]);
 		else if (v[i].flags & KREAD_SAME)
-			to_reused(&v[i],
-				  bsearch(
-					  &(struct kread_expect){
-						  .tid = v[i].tid },
-					  same, nsame, sizeof(*same),
-					  cmp_expect),
+			to_reused(&v[i], find_expect(same, nsame, v[i].tid),
 				  &given[ng++]);
 		else if (!(flags & SNAP_GIVEN_ONLY) &&
 			 (v[i].flags & (KREAD_ONCPU | KREAD_TORN)) &&
