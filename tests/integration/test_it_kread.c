@@ -8,13 +8,15 @@
  *   in /metrics as the kernel read it is;
  * - blocked: threads in clock_nanosleep(), poll(), epoll_wait(),
  *   sigtimedwait(), and one in read() under SECCOMP_MODE_STRICT, dumped
- *   200 times: each read by "kernel", not one context switch more for any
+ *   200 times: each read by "kernel" (its stack in the function it waits
+ *   in, whether copied or kept), not one context switch more for any
  *   of them (a ptrace stop wakes a thread: its counts grow), no call
  *   returns early, the strict thread still answers;
  * - churn: threads that wake and block in a tight loop, each kind
  *   through call chains of its own, dumped 300 times back to back: every
- *   stack read whole is a chain the program can have (a copy torn by the
- *   thread running meanwhile would mix frames of two moments);
+ *   stack read whole, by the kernel, a perf sample or ptrace, is a chain
+ *   the program can have (a copy torn by the thread running meanwhile
+ *   would mix frames of two moments);
  * - leak: 10,000 dumps of a small process by one daemon (as many as
  *   35 s allow on a machine too busy for that) leave the helper's
  *   descriptors, its BPF programs, links and maps, its reader entries
@@ -51,6 +53,12 @@ static char fixture[512];
 static const char *const fast[] = { "--sample-interval", "0",
 				    "--max-dump-rate=1000",
 				    "--symbolize-budget=20000", NULL };
+/* The same, with the line "kernel reads: on" (at info) in the log. */
+static const char *const fast_info[] = {
+	"--sample-interval",	"0",
+	"--max-dump-rate=1000", "--symbolize-budget=20000",
+	"--log-level=info",	NULL
+};
 
 struct fix {
 	pid_t pid; /* also its process group */
@@ -270,13 +278,39 @@ static void test_first(void)
 #define BLOCKED_THREADS 6
 #define BLOCKED_DUMPS 200
 
+/* The function each thread of "blocked" waits in, by thread name. */
+static const char *const blocked_in[][2] = {
+	{ "kread_target", "blocked" }, { "sleeper", "sleeper" },
+	{ "poller", "poller" },	       { "epoller", "epoller" },
+	{ "sigwaiter", "sigwaiter" },  { "strict", "strict" },
+};
+
+/* Whether thread t's stack in doc holds the function its name says. */
+static bool own_frame(cJSON *doc, cJSON *t)
+{
+	cJSON *g = group_of(doc, t), *f;
+	const char *want = NULL;
+
+	for (size_t i = 0; i < sizeof(blocked_in) / sizeof(blocked_in[0]); i++)
+		if (strcmp(str_of(t, "name"), blocked_in[i][0]) == 0)
+			want = blocked_in[i][1];
+	cJSON_ArrayForEach(f, cJSON_GetObjectItem(g, "frames"))
+	{
+		if (want && strcmp(str_of(f, "function"), want) == 0)
+			return true;
+	}
+	return false;
+}
+
 static void test_blocked(const struct itest_daemon *d)
 {
 	pid_t tids[BLOCKED_THREADS + 1], strict_tid = 0;
 	long sw0[BLOCKED_THREADS], moved_at = -1, moved_from = 0, moved_to = 0;
-	char bad[256] = "", moved[64] = "", line[128], path[96];
+	char bad[256] = "", moved[64] = "", line[128], path[96],
+	     wrong_at[64] = "";
 	double dumps0, kreads0, kthreads0, kreads, kthreads;
-	int n, answered = 0, not_kernel = 0, fresh = 0;
+	int n, answered = 0, not_kernel = 0, fresh = 0, wrong = 0;
+	bool partial;
 	struct fix f;
 
 	if (fix_start(&f, "blocked") < 0 ||
@@ -299,12 +333,19 @@ static void test_blocked(const struct itest_daemon *d)
 
 		answered += status == 200 && doc;
 		fresh = (int)(itest_metric(d, DUMPS_OK) - dumps0);
+		partial = cJSON_IsTrue(
+			cJSON_GetObjectItem(doc, "symbols_partial"));
 		cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
 		{
 			if (strcmp(str_of(t, "name"), "strict") == 0)
 				strict_tid =
 					(pid_t)cJSON_GetObjectItem(t, "tid")
 						->valueint;
+			if (strcmp(str_of(t, "status"), "ok") == 0 &&
+			    !partial && !own_frame(doc, t) && !wrong++)
+				snprintf(wrong_at, sizeof(wrong_at),
+					 "dump %d: %s", k + 1,
+					 str_of(t, "name"));
 			if (strcmp(str_of(t, "status"), "ok") == 0 &&
 			    strcmp(str_of(t, "method"), "kernel") == 0)
 				continue;
@@ -336,6 +377,10 @@ static void test_blocked(const struct itest_daemon *d)
 	       "blocked: every thread of every dump read whole by \"kernel\" "
 	       "(%d not; first: %s)",
 	       not_kernel, bad);
+	TAP_OK(wrong == 0,
+	       "blocked: each thread's stack holds the function it blocks in "
+	       "(%d not; first: %s)",
+	       wrong, wrong_at);
 	TAP_OK(moved_at < 0,
 	       "blocked: no thread switched once over %d dumps (first: %s "
 	       "at dump %ld, %ld -> %ld switches)",
@@ -465,7 +510,7 @@ static const struct kind *kind_named(const char *name)
 static void test_churn(const struct itest_daemon *d)
 {
 	int answered = 0, checked = 0, bad = 0, not_ok = 0, by_kernel = 0,
-	    by_ptrace = 0, fresh = 0, nocut = 0, partial = 0;
+	    by_perf = 0, by_ptrace = 0, fresh = 0, nocut = 0, partial = 0;
 	double dumps0;
 	char first_bad[900] = "";
 	struct fix f;
@@ -503,6 +548,7 @@ static void test_churn(const struct itest_daemon *d)
 			}
 			checked++;
 			by_kernel += strcmp(method, "kernel") == 0;
+			by_perf += strcmp(method, "perf") == 0;
 			by_ptrace += strcmp(method, "ptrace") == 0;
 			if (g && chain_ok(kd, cJSON_GetObjectItem(g, "frames"),
 					  why, sizeof(why), &cut)) {
@@ -526,13 +572,13 @@ static void test_churn(const struct itest_daemon *d)
 	       "churn: each of the %d stacks read whole is a call chain the "
 	       "program can have (%d not; first: %s)",
 	       checked, bad, first_bad);
-	TAP_OK(by_kernel + by_ptrace == checked,
-	       "churn: each was read by the kernel or by ptrace");
+	TAP_OK(by_kernel + by_perf + by_ptrace == checked,
+	       "churn: each was read by the kernel, by perf or by ptrace");
 	TAP_OK(by_kernel > 0, "churn: the kernel read some of them");
-	TAP_NOTE("churn: %d read by the kernel, %d by ptrace, %d not read "
-		 "whole, in %d answers (%d not symbolized in time); %d stacks "
-		 "ended on a return",
-		 by_kernel, by_ptrace, not_ok, answered, partial,
+	TAP_NOTE("churn: %d read by the kernel, %d by perf, %d by ptrace, %d "
+		 "not read whole, in %d answers (%d not symbolized in time); "
+		 "%d stacks ended on a return",
+		 by_kernel, by_perf, by_ptrace, not_ok, answered, partial,
 		 checked - bad - nocut);
 	TAP_OK(fix_stop(&f), "churn: nothing of the fixture is left");
 }
@@ -930,7 +976,7 @@ int main(int argc, char **argv)
 	}
 	snprintf(fixture, sizeof(fixture), "%s/fixtures/kread_target",
 		 itest_target_build());
-	if (itest_daemon_start_args(&d, fast) < 0) {
+	if (itest_daemon_start_args(&d, fast_info) < 0) {
 		TAP_OK(0, "the daemon starts");
 		return tap_done();
 	}
