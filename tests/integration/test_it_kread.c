@@ -249,8 +249,10 @@ static void test_first(void)
 		cJSON *doc;
 		int status;
 
-		if (itest_daemon_start_args(&d, fast) < 0)
+		if (itest_daemon_start_args(&d, fast) < 0) {
+			itest_daemon_cleanup(&d);
 			break;
+		}
 		doc = stacks_of(&d, f.pid, &status);
 		counted += status == 200 &&
 			   itest_metric(&d, "stackwatch_kernel_reads_total") ==
@@ -764,7 +766,11 @@ static void test_leak(void)
 
 	for (int i = 0; i < LEAK_CLIENTS; i++)
 		up = fix_start(&f[i], "idle") == 0 && up;
-	if (!up || itest_daemon_start_args(&d, fast) < 0) {
+	if (up && itest_daemon_start_args(&d, fast) < 0) {
+		itest_daemon_cleanup(&d);
+		up = false;
+	}
+	if (!up) {
 		TAP_OK(0, "leak: the fixtures and the daemon start");
 		for (int i = 0; i < LEAK_CLIENTS; i++)
 			fix_stop(&f[i]);
@@ -875,6 +881,7 @@ static void fallback_one(const char *what, const char *const *wrap,
 
 	if (itest_daemon_start_under(&d, wrap, extra) < 0) {
 		TAP_OK(0, "fallback: the daemon %s starts", what);
+		itest_daemon_cleanup(&d); /* its log said why */
 		return;
 	}
 	active = kernel_status(&d, why, sizeof(why));
@@ -978,6 +985,7 @@ int main(int argc, char **argv)
 		 itest_target_build());
 	if (itest_daemon_start_args(&d, fast_info) < 0) {
 		TAP_OK(0, "the daemon starts");
+		itest_daemon_cleanup(&d);
 		return tap_done();
 	}
 	can = kernel_can(&d, why, sizeof(why));
