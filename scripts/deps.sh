@@ -18,9 +18,10 @@ protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libbpf-dev bpftool clang"
 # program of another user (tests/integration/users.sh).
 # golang-go: `go tool pprof` decodes the pprof endpoints. gdb: gcore
 # makes the core files whose lock owners tests/integration/locks.sh reads;
-# musl-tools: a musl program whose locks it refuses.
+# musl-tools: a musl program whose locks it refuses. libcap2-bin: capsh
+# starts a daemon without the capabilities for BPF (test_it_kread).
 testtools="clang strace prometheus curl nginx-light python3 golang-go gdb \
-musl-tools"
+musl-tools libcap2-bin"
 # chromium, nodejs, npm: the browser test of the page (tests/web); a
 # NodeSource nodejs carries its own npm and conflicts with Debian's.
 web="chromium nodejs"

@@ -400,6 +400,9 @@ static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
 			      .deadline_ns = deadline_ns };
 	uint64_t now;
 	int sv[2], rc;
+	/* Asked under its lock (once; main() may not have yet): whether
+	 * the helper will read this process from the kernel. */
+	bool kernel = ptracer_kernel_status(NULL, 0) == 0;
 
 	rc = take_turn(who, deadline_ns);
 	if (rc < 0)
@@ -414,7 +417,7 @@ static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
 	}
 	if (nsame > PTRACER_SAME_MAX)
 		nsame = PTRACER_SAME_MAX;
-	if (nsame && kread_err == 0)
+	if (nsame && kernel)
 		body = calloc(nsame, sizeof(*body));
 	for (size_t i = 0; body && i < nsame; i++) {
 		body[i].tid = same[i].tid;
@@ -427,7 +430,7 @@ static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
 	rc = send_request(&rq, body, rq.n * sizeof(*body), sv[1]);
 	free(body);
 	close(sv[1]);
-	if (rc == 0 && kread_err == 0)
+	if (rc == 0 && kernel)
 		atomic_fetch_add(&nkreads, 1);
 	if (rc == 0)
 		rc = snap_read(sv[0], deadline_ns + PTRACER_GRACE_NS, out);

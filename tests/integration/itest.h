@@ -93,13 +93,17 @@ static inline int itest_find_port(const char *log)
 /*
  * Starts build/stackwatchd on 127.0.0.1:0 with its agent socket in a fresh
  * temp dir, plus extra arguments (NULL-terminated), and waits for its
- * "listening on" line. Returns 0 or -1.
+ * "listening on" line. wrap (NULL-terminated, or NULL) is a command line
+ * put before the daemon's, run from $PATH: it must exec the daemon in the
+ * same process (capsh ... -- -c 'exec "$@"' sh), so that d->pid is the
+ * daemon's. Returns 0 or -1.
  */
-static inline int itest_daemon_start_args(struct itest_daemon *d,
-					  const char *const *extra)
+static inline int itest_daemon_start_under(struct itest_daemon *d,
+					   const char *const *wrap,
+					   const char *const *extra)
 {
 	char bin[256];
-	const char *argv[32];
+	const char *argv[48];
 	int n = 0;
 
 	memset(d, 0, sizeof(*d));
@@ -110,6 +114,8 @@ static inline int itest_daemon_start_args(struct itest_daemon *d,
 	snprintf(d->http_sock, sizeof(d->http_sock), "%s/http.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/daemon.log", d->dir);
 	snprintf(bin, sizeof(bin), "%s/stackwatchd", itest_build());
+	for (; wrap && *wrap && n < 16; wrap++)
+		argv[n++] = *wrap;
 	argv[n++] = bin;
 	argv[n++] = "--listen";
 	argv[n++] = "127.0.0.1:0";
@@ -119,7 +125,7 @@ static inline int itest_daemon_start_args(struct itest_daemon *d,
 	argv[n++] = d->http_sock;
 	argv[n++] = "--config";
 	argv[n++] = "/dev/null";
-	for (; extra && *extra && n < 30; extra++)
+	for (; extra && *extra && n < 46; extra++)
 		argv[n++] = *extra;
 	argv[n] = NULL;
 	d->pid = fork();
@@ -129,7 +135,7 @@ static inline int itest_daemon_start_args(struct itest_daemon *d,
 		int fd = open(d->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 		dup2(fd, 2);
-		execv(bin, (char *const *)argv);
+		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 	for (long end = itest_now_ms() + 20000; itest_now_ms() < end;) {
@@ -146,6 +152,12 @@ static inline int itest_daemon_start_args(struct itest_daemon *d,
 		return -1;
 	snprintf(d->url, sizeof(d->url), "http://127.0.0.1:%d", d->port);
 	return 0;
+}
+
+static inline int itest_daemon_start_args(struct itest_daemon *d,
+					  const char *const *extra)
+{
+	return itest_daemon_start_under(d, NULL, extra);
 }
 
 static inline int itest_daemon_start(struct itest_daemon *d)
@@ -397,6 +409,33 @@ static inline bool itest_alive(pid_t pid)
 	if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
 		return false;
 	return info.si_pid == 0;
+}
+
+/*
+ * The context switches of a task so far (voluntary and not), -1 when it
+ * cannot be read: a blocked thread makes none until something wakes it,
+ * and a ptrace stop does.
+ */
+static inline long itest_task_switches(pid_t pid, pid_t tid)
+{
+	char path[96], buf[2048];
+	const char *v, *nv;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
+		 (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	v = strstr(buf, "\nvoluntary_ctxt_switches:");
+	nv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+	if (!v || !nv)
+		return -1;
+	return atol(v + 26) + atol(nv + 29);
 }
 
 /* The first child of pid (a daemon's snapshot helper), 0 if none. */

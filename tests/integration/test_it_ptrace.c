@@ -123,33 +123,6 @@ static bool task_state(pid_t pid, pid_t tid, char *state, long *tracer)
 }
 
 /*
- * The context switches of a task so far (voluntary and not), -1 when it
- * cannot be read: a parked thread makes none until something wakes it,
- * and a snapshot's interrupt does.
- */
-static long task_switches(pid_t pid, pid_t tid)
-{
-	char path[96], buf[2048];
-	const char *v, *nv;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
-		 (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	v = strstr(buf, "\nvoluntary_ctxt_switches:");
-	nv = strstr(buf, "\nnonvoluntary_ctxt_switches:");
-	if (!v || !nv)
-		return -1;
-	return atol(v + 26) + atol(nv + 29);
-}
-
-/*
  * Counts the tasks of pid that are stopped (t or T) or traced; *n gets
  * the number of tasks.
  */
@@ -829,8 +802,8 @@ static void test_sigkill(void)
 		bool seen = false;
 		pid_t helper, first = tids[ntids / 5],
 			      last = tids[ntids * 4 / 5];
-		long first0 = task_switches(p.pid, first),
-		     last0 = task_switches(p.pid, last);
+		long first0 = itest_task_switches(p.pid, first),
+		     last0 = itest_task_switches(p.pid, last);
 
 		/* The ptrace path itself: blocked threads are not read from
 		 * the kernel here, so the snapshot stops each one. */
@@ -851,9 +824,9 @@ static void test_sigkill(void)
 		 */
 		for (long end = itest_now_ms() + 5000;
 		     itest_now_ms() < end && !seen;)
-			seen = task_switches(p.pid, first) != first0;
+			seen = itest_task_switches(p.pid, first) != first0;
 		seen = seen && first0 >= 0 &&
-		       task_switches(p.pid, last) == last0;
+		       itest_task_switches(p.pid, last) == last0;
 		helper = itest_first_child(d.pid);
 		kill(d.pid, SIGKILL);
 		waitpid(d.pid, NULL, 0);
