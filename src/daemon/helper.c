@@ -46,6 +46,8 @@ struct child {
 
 static struct child children[PTRACER_MAX_CHILDREN];
 
+#define SLOT_WAIT_MS 200 /* for a child to exit, before saying busy */
+
 /* The kernel reader, loaded once; each child reads in its own slot. */
 static struct kread *kr;
 static struct helper_status kr_status;
@@ -218,6 +220,35 @@ static void tend_children(void)
 	for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
 		if (children[i].pid && now >= children[i].until)
 			kill(children[i].pid, SIGKILL); /* reaped next time */
+}
+
+/*
+ * With every slot taken, waits a little (SLOT_WAIT_MS at most) for a
+ * child to exit: one that has answered is gone in a moment, and the
+ * daemon, which has its answer, may ask again before it is reaped.
+ */
+static void wait_for_slot(int sfd)
+{
+	uint64_t until = clock_now_ns() + SLOT_WAIT_MS * 1000000ull;
+
+	for (;;) {
+		struct pollfd p = { .fd = sfd, .events = POLLIN };
+		struct signalfd_siginfo si;
+		uint64_t now;
+
+		for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
+			if (!children[i].pid)
+				return;
+		now = clock_now_ns();
+		if (now >= until)
+			return;
+		if (poll(&p, 1, (int)((until - now) / 1000000u) + 1) < 0 &&
+		    errno != EINTR)
+			return;
+		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			;
+		tend_children();
+	}
 }
 
 /* Milliseconds until the next child's deadline; -1 when none runs. */
@@ -430,12 +461,13 @@ int ptracer_main(int fd, bool kernel_reads)
 		if (r == 0)
 			continue;
 		memcpy(&rq, buf, sizeof(rq));
-		if (rq.kind == REQ_SNAPSHOT)
+		if (rq.kind == REQ_SNAPSHOT) {
+			wait_for_slot(sfd);
 			start_snapshot(
 				fd, &rq,
 				(const struct request_same *)(buf + sizeof(rq)),
 				answer_fd);
-		else if (rq.kind == REQ_STATUS)
+		} else if (rq.kind == REQ_STATUS)
 			(void)!write(answer_fd, &kr_status, sizeof(kr_status));
 		else
 			check(&own, &rq,

@@ -165,6 +165,13 @@ int kread(struct bpf_iter__task *ctx)
 	}
 	r->vm_start = hit.start;
 	r->vm_end = hit.end;
+	/*
+	 * The copy starts KREAD_REDZONE below sp, where the mapping allows:
+	 * stopped on the ret after a leave, a frame's saved frame pointer is
+	 * there, where its unwind rules still look for it.
+	 */
+	r->sp = r->sp - hit.start >= KREAD_REDZONE ? r->sp - KREAD_REDZONE
+						   : hit.start;
 	if (hit.end - r->sp > ctl->offset)
 		len = hit.end - r->sp - ctl->offset;
 	if (len > KREAD_CHUNK)

@@ -56,8 +56,8 @@ struct kread_thread {
 	uint64_t nivcsw;
 	uint64_t captured_ns;		 /* CLOCK_MONOTONIC */
 	uint64_t regs[KREAD_NREGS_USER]; /* DWARF order, valid with OK */
-	int64_t syscall; /* the system call it sleeps in, or -1 */
-	uint64_t sp;
+	int64_t syscall;   /* the system call it sleeps in, or -1 */
+	uint64_t sp;	   /* stack[0]'s address: sp less the red zone */
 	uint64_t vm_start; /* the mapping that holds sp, 0 unknown */
 	uint64_t vm_end;
 	uint32_t stack_len;

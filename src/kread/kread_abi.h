@@ -14,6 +14,7 @@
 #define KREAD_CHUNK 16384u	/* stack bytes copied per record */
 #define KREAD_SLOTS 16		/* readers at once (one buffer each) */
 #define KREAD_NREGS 17		/* x86-64 DWARF registers 0..16 */
+#define KREAD_REDZONE 128	/* bytes copied below sp: the ABI's red zone */
 
 /* rec.flags */
 #define KREAD_F_OK 0x1	   /* registers and stack copy are whole */
@@ -48,7 +49,7 @@ struct kread_same_val {
 struct kread_ctl {
 	__u32 slot;   /* its buffer, < KREAD_SLOTS */
 	__s32 tgid;   /* the process read */
-	__u64 offset; /* bytes above sp where the copy starts */
+	__u64 offset; /* bytes above the copy's start (kread_rec.sp) */
 	__u32 tid;    /* this thread only; 0: every thread of tgid */
 	__u32 flags;  /* KREAD_CTL_* */
 	__u64 nvcsw;  /* with EXPECT: the counts the first copy saw */
@@ -68,9 +69,11 @@ struct kread_rec {
 	__u64 stime_ns;
 	__u64 ktime_ns; /* CLOCK_MONOTONIC when read */
 	__u64 regs[KREAD_NREGS];
-	__u64 orig_ax; /* the system call it is in, or -1 */
-	__u64 sp;
-	__u64 offset;	/* the copy starts at sp + offset */
+	__u64 orig_ax;	/* the system call it is in, or -1 */
+	__u64 sp;	/* where the stack copy starts: sp less the red
+			 * zone, as far as the mapping goes (regs[7] is
+			 * sp itself) */
+	__u64 offset;	/* this record's bytes start at sp + offset */
 	__u64 vm_start; /* the mapping that holds sp */
 	__u64 vm_end;
 	char comm[16];

@@ -105,20 +105,25 @@ static int maps_read(pid_t pid, struct maps *m)
 	return 0;
 }
 
-/* The end of the mapping holding addr, 0 when none does. */
-static uint64_t maps_end(const struct maps *m, uint64_t addr)
+/*
+ * The end of the mapping holding addr, 0 when none does; *start gets its
+ * start.
+ */
+static uint64_t maps_end(const struct maps *m, uint64_t addr, uint64_t *start)
 {
 	size_t lo = 0, hi = m->n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (m->v[mid].end <= addr)
+		if (m->v[mid].end <= addr) {
 			lo = mid + 1;
-		else if (m->v[mid].start > addr)
+		} else if (m->v[mid].start > addr) {
 			hi = mid;
-		else
+		} else {
+			*start = m->v[mid].start;
 			return m->v[mid].end;
+		}
 	}
 	return 0;
 }
@@ -228,7 +233,7 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 	struct user_regs_struct regs;
 	struct iovec io = { &regs, sizeof(regs) };
 	struct iovec local, remote;
-	uint64_t end, len;
+	uint64_t end, len, start = 0;
 	ssize_t got;
 
 	if (ptrace(PTRACE_GETREGSET, t->tid, (void *)NT_PRSTATUS, &io) < 0)
@@ -246,8 +251,16 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 		t->wait.addr = regs.rdi;
 		t->wait.op = (uint32_t)regs.rsi;
 	}
+	/*
+	 * From the red zone below sp, where its mapping allows: stopped on
+	 * the ret after a leave, a frame's saved frame pointer is there,
+	 * where its unwind rules still look for it.
+	 */
 	t->sp = regs.rsp;
-	end = maps_end(m, t->sp);
+	end = maps_end(m, t->sp, &start);
+	if (end)
+		t->sp = t->sp - start >= SNAP_REDZONE ? t->sp - SNAP_REDZONE
+						      : start;
 	len = end ? end - t->sp : SNAP_NOMAP_READ;
 	if (len > SNAP_STACK_MAX) {
 		len = SNAP_STACK_MAX;

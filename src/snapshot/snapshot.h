@@ -28,6 +28,7 @@
 
 #define SNAP_NREGS 17		      /* x86-64 DWARF registers 0..16 */
 #define SNAP_STACK_MAX (512u * 1024u) /* bytes copied per thread */
+#define SNAP_REDZONE 128u	      /* and below sp: the ABI's red zone */
 
 /* Errors of their own (negative, beside -errno). */
 #define SNAP_ETRACED (-21101)  /* another tracer holds the process */
@@ -55,7 +56,7 @@ struct snap_thread {
 	uint64_t captured_ns; /* CLOCK_MONOTONIC */
 	uint32_t paused_ns;   /* interrupt to detach */
 	uint64_t regs[SNAP_NREGS];
-	uint64_t sp;
+	uint64_t sp; /* stack[0]'s address: sp, or less its red zone */
 	uint32_t stack_len;
 	uint8_t *stack; /* a copy of [sp, sp + stack_len); owned */
 	bool waits;	/* stopped in a futex wait: wait holds the word */

@@ -678,7 +678,7 @@ struct client {
 	const struct itest_daemon *d;
 	char target[96];
 	_Atomic bool *stop;
-	int n, ok;
+	int n, ok, bad;
 };
 
 /* Dumps c->target over the daemon's unix socket until *c->stop. */
@@ -697,6 +697,9 @@ static void *client_run(void *arg)
 		if (http_get("http://localhost", c->target, &o, &r) == 0 &&
 		    r.status == 200)
 			c->ok++;
+		else if (c->bad++ < 3)
+			TAP_NOTE("client: answer %d: %.200s", r.status,
+				 r.status ? (r.body ? r.body : "") : r.error);
 		http_response_release(&r);
 	}
 	return NULL;
