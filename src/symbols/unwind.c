@@ -17,6 +17,7 @@
 #include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdio.h>
@@ -58,40 +59,51 @@ struct unw {
 	} seen[UNW_SEEN_MAX];
 };
 
-/* Our own vDSO image: the kernel gives every process the same one. */
-static Elf *self_vdso(void)
+/* A copy of our own vDSO image, made once (vdso_once). */
+static pthread_once_t vdso_once = PTHREAD_ONCE_INIT;
+static void *vdso_copy;
+static size_t vdso_size;
+
+static void copy_vdso(void)
 {
-	static void *copy;
-	static size_t size;
 	unsigned long base = getauxval(AT_SYSINFO_EHDR);
-	FILE *f;
+	size_t size = 0;
 	char line[256];
+	FILE *f;
 
 	if (!base)
-		return NULL;
-	if (!copy) {
-		f = fopen("/proc/self/maps", "re");
-		if (!f)
-			return NULL;
-		while (fgets(line, sizeof(line), f)) {
-			unsigned long long s, e;
+		return;
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long s, e;
 
-			if (strstr(line, "[vdso]") &&
-			    sscanf(line, "%llx-%llx", &s, &e) == 2 &&
-			    s == base && e > s && e - s <= (1u << 20)) {
-				size = (size_t)(e - s);
-				break;
-			}
+		if (strstr(line, "[vdso]") &&
+		    sscanf(line, "%llx-%llx", &s, &e) == 2 && s == base &&
+		    e > s && e - s <= (1u << 20)) {
+			size = (size_t)(e - s);
+			break;
 		}
-		fclose(f);
-		if (!size)
-			return NULL;
-		copy = malloc(size);
-		if (!copy)
-			return NULL;
-		memcpy(copy, (const void *)base, size);
 	}
-	return elf_memory(copy, size);
+	fclose(f);
+	if (!size)
+		return;
+	vdso_copy = malloc(size);
+	if (!vdso_copy)
+		return;
+	memcpy(vdso_copy, (const void *)base, size);
+	vdso_size = size;
+}
+
+/*
+ * Our own vDSO image: the kernel gives every process the same one. Made
+ * once, whatever threads unwind at the same time.
+ */
+static Elf *self_vdso(void)
+{
+	pthread_once(&vdso_once, copy_vdso);
+	return vdso_copy ? elf_memory(vdso_copy, vdso_size) : NULL;
 }
 
 /*
