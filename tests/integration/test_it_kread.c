@@ -103,7 +103,14 @@ static bool fix_stop(struct fix *f)
 	close(f->out);
 	kill(-f->pid, SIGKILL);
 	waitpid(f->pid, NULL, 0);
-	return kill(-f->pid, 0) < 0 && errno == ESRCH;
+	/* Anything else of its group is gone once the kernel has reaped it
+	 * (slowly on a busy machine). */
+	for (long end = itest_now_ms() + 5000; itest_now_ms() < end;) {
+		if (kill(-f->pid, 0) < 0 && errno == ESRCH)
+			return true;
+		itest_sleep_ms(10);
+	}
+	return false;
 }
 
 /* The tids of pid (at most max), -1 when it is gone. */
