@@ -19,10 +19,13 @@ static const int layout_fields[3] = { 26, 28, 47 };
 /* The directory of thread tid of pid under /proc. */
 static void task_dir(pid_t pid, pid_t tid, char *buf, size_t size)
 {
-	if (tid == pid)
-		snprintf(buf, size, "/proc/%d", (int)pid);
-	else
-		snprintf(buf, size, "/proc/%d/task/%d", (int)pid, (int)tid);
+	/*
+	 * The thread's own files, the leader's too: /proc/PID/stat sums
+	 * every thread's times (a thousand threads, twice a dump), while
+	 * the fields read here are the thread's, or its process's memory
+	 * layout, the same in either.
+	 */
+	snprintf(buf, size, "/proc/%d/task/%d", (int)pid, (int)tid);
 }
 
 /* Credentials from the thread's status file, and its state. */

@@ -450,6 +450,7 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 {
 	struct snap *s = NULL;
 	struct modfile_maps mm;
+	bool unwind = false;
 	int rc;
 
 	*out = NULL;
@@ -472,10 +473,16 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 		snap_free(s);
 		return SW_EFORMAT;
 	}
-	rc = modfile_maps_read(pid, pidfd, &mm);
+	/* Nothing to unwind (every thread kept from the last read): no
+	 * module is opened, so the mappings are not even read. */
+	for (size_t i = 0; i < s->nthreads && !unwind; i++)
+		unwind = s->threads[i].status == SW_ST_OK &&
+			 !s->threads[i].reused;
+	rc = unwind ? modfile_maps_read(pid, pidfd, &mm) : 0;
 	if (rc == 0) {
-		rc = unwind_snapshot(s, open_mapped, &mm, out);
-		modfile_maps_release(&mm);
+		rc = unwind_snapshot(s, open_mapped, unwind ? &mm : NULL, out);
+		if (unwind)
+			modfile_maps_release(&mm);
 	}
 	snap_free(s);
 	return rc;

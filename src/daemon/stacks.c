@@ -27,7 +27,13 @@ static int open_module(void *arg, const struct sw_module *m)
 {
 	struct stacks *s = arg;
 
-	return s->sym_maps ? modfile_open(s->sym_maps, m) : -ESRCH;
+	if (!s->sym_active)
+		return -ESRCH;
+	/* Read once a file is wanted: a warm cache wants none. */
+	if (s->sym_mm_rc == 1)
+		s->sym_mm_rc =
+			modfile_maps_read(s->sym_pid, s->sym_pidfd, &s->sym_mm);
+	return s->sym_mm_rc == 0 ? modfile_open(&s->sym_mm, m) : -ESRCH;
 }
 
 int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
@@ -163,8 +169,7 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 {
 	uint64_t start = clock_now_ns(), sym_start;
 	struct sw_dump *d = NULL;
-	struct modfile_maps mm;
-	int rc, mrc;
+	int rc;
 
 	*out = NULL;
 	rc = target_dump_raw(t, who, timeout_ms, &d);
@@ -186,19 +191,20 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	 * Files are opened from the process's own mappings, read now and
 	 * kept only if the process pinned at registration is still there.
 	 */
-	mrc = symbols ? modfile_maps_read(t->pid, t->self ? -1 : t->pidfd, &mm)
-		      : -ENOENT;
 	pthread_mutex_lock(&s->sym_lock);
-	s->sym_maps = mrc == 0 ? &mm : NULL;
+	s->sym_active = symbols;
+	s->sym_pid = t->pid;
+	s->sym_pidfd = t->self ? -1 : t->pidfd;
+	s->sym_mm_rc = 1;
 	sym_start = clock_now_ns();
 	atomic_store(&s->sym_busy_since_ns, sym_start);
 	/* The lock is held for the budget (and one lookup) at most. */
 	rc = sym_dump_until(s->sym, d, symbols, sym_start + s->sym_budget_ns);
 	atomic_store(&s->sym_busy_since_ns, 0);
-	s->sym_maps = NULL;
+	if (s->sym_mm_rc == 0)
+		modfile_maps_release(&s->sym_mm);
+	s->sym_active = false;
 	pthread_mutex_unlock(&s->sym_lock);
-	if (mrc == 0)
-		modfile_maps_release(&mm);
 	if (rc == 0 && symbols)
 		name_jit_frames(s, t, d);
 	if (rc == 0)

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "model/dump.h"
+#include "modfile.h"
 #include "registry.h"
 #include "symbols/symbolize.h"
 
@@ -77,7 +78,13 @@ struct stacks {
 	pthread_mutex_t sym_lock;
 	struct sym *sym;
 	/* The mappings of the process being symbolized; under sym_lock. */
-	const struct modfile_maps *sym_maps;
+	/* The dumped process's mappings, read at the first module the
+	 * symbolizer opens (under sym_lock); sym_mm_rc 1: not yet. */
+	bool sym_active;
+	pid_t sym_pid;
+	int sym_pidfd;
+	int sym_mm_rc;
+	struct modfile_maps sym_mm;
 	uint64_t sym_budget_ns;		    /* symbolizing one dump */
 	_Atomic uint64_t sym_busy_since_ns; /* 0: not symbolizing */
 	size_t max_history_bytes;	    /* per user */

@@ -654,7 +654,7 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 	int taskfd, r;
 	uint64_t deadline_ns;
 	size_t first = 0, added = 0;
-	bool traced = false;
+	bool traced = false, need = false;
 
 	*out = NULL;
 #if !defined(__x86_64__)
@@ -685,16 +685,19 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 		r = -errno;
 		goto fail;
 	}
-	if (!(flags & SNAP_GIVEN_ONLY)) {
+	r = list_threads(taskfd, s);
+	if (r == 0 && (ngiven || (flags & SNAP_GIVEN_ONLY)))
+		r = merge_given(s, given, ngiven, flags);
+	/* The mappings only where some thread is to be stopped and copied
+	 * (given ones were read already). */
+	for (size_t i = 0; r == 0 && i < s->nthreads && !need; i++)
+		need = !is_given(&s->threads[i]);
+	if (r == 0 && need) {
 		r = maps_read(pid, &m);
 		if (r == -EACCES) /* what ptrace's read rule says of the maps */
 			r = -EPERM;
 	}
-	if (r == 0)
-		r = list_threads(taskfd, s);
-	if (r == 0 && (ngiven || (flags & SNAP_GIVEN_ONLY)))
-		r = merge_given(s, given, ngiven, flags);
-	if (r == 0 && !(flags & SNAP_GIVEN_ONLY)) {
+	if (r == 0 && need) {
 		scratch = malloc(SNAP_STACK_MAX);
 		if (scratch)
 			memset(scratch, 0, SNAP_STACK_MAX); /* faulted in now */
@@ -707,13 +710,10 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 	sigaddset(&chld, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &chld, &old);
 	memset(&prio, 0, sizeof(prio));
-	for (size_t i = 0; i < s->nthreads; i++)
-		if (!is_given(&s->threads[i])) {
-			prio_start(&prio); /* someone is stopped after all */
-			break;
-		}
+	if (need)
+		prio_start(&prio); /* someone is stopped after all */
 	s->realtime = prio.ok;
-	for (int pass = 0; pass < 2 && !(flags & SNAP_GIVEN_ONLY); pass++) {
+	for (int pass = 0; pass < 2 && need; pass++) {
 		pid_t *lv = realloc(late.v, s->nthreads * sizeof(*lv) + 1);
 
 		if (!lv) {
