@@ -8,6 +8,8 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -409,6 +411,25 @@ static inline bool itest_alive(pid_t pid)
 	if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0)
 		return false;
 	return info.si_pid == 0;
+}
+
+/* The tids of pid (at most max), -1 when it is gone. */
+static inline int itest_tids(pid_t pid, pid_t *tids, int max)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)) && n < max)
+		if (isdigit((unsigned char)e->d_name[0]))
+			tids[n++] = (pid_t)atoi(e->d_name);
+	closedir(dir);
+	return n;
 }
 
 /*

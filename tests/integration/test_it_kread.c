@@ -113,25 +113,6 @@ static bool fix_stop(struct fix *f)
 	return false;
 }
 
-/* The tids of pid (at most max), -1 when it is gone. */
-static int tids_of(pid_t pid, pid_t *tids, int max)
-{
-	char path[64];
-	struct dirent *e;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((e = readdir(dir)))
-		if (isdigit((unsigned char)e->d_name[0]) && n < max)
-			tids[n++] = (pid_t)atoi(e->d_name);
-	closedir(dir);
-	return n;
-}
-
 /* The first letter of a task's State line ('?' when unreadable). */
 static char task_state(pid_t pid, pid_t tid)
 {
@@ -162,7 +143,7 @@ static bool all_asleep(pid_t pid, int n)
 	pid_t tids[64];
 
 	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
-		int k = tids_of(pid, tids, 64), asleep = 0;
+		int k = itest_tids(pid, tids, 64), asleep = 0;
 
 		for (int i = 0; i < k; i++)
 			asleep += task_state(pid, tids[i]) == 'S';
@@ -329,7 +310,7 @@ static void test_blocked(const struct itest_daemon *d)
 		fix_stop(&f);
 		return;
 	}
-	n = tids_of(f.pid, tids, BLOCKED_THREADS + 1);
+	n = itest_tids(f.pid, tids, BLOCKED_THREADS + 1);
 	for (int i = 0; i < n; i++)
 		sw0[i] = itest_task_switches(f.pid, tids[i]);
 	dumps0 = itest_metric(d, DUMPS_OK);

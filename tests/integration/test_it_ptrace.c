@@ -745,25 +745,6 @@ static void *bg_get_main(void *arg)
 	return NULL;
 }
 
-/* The tids of pid, ascending; n of them. */
-static int list_tids(pid_t pid, pid_t *out, int max)
-{
-	char path[64];
-	struct dirent *e;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) && n < max)
-		if (isdigit((unsigned char)e->d_name[0]))
-			out[n++] = (pid_t)atoi(e->d_name);
-	closedir(d);
-	return n;
-}
-
 /* Gone, or a zombie that nobody reaped yet. */
 static bool gone(pid_t pid)
 {
@@ -798,7 +779,7 @@ static void test_sigkill(void)
 		struct itest_daemon d;
 		struct bg_get g = { 0 };
 		pthread_t th;
-		int ntids = list_tids(p.pid, tids, 2048), held, n;
+		int ntids = itest_tids(p.pid, tids, 2048), held, n;
 		bool seen = false;
 		pid_t helper, first = tids[ntids / 5],
 			      last = tids[ntids * 4 / 5];
