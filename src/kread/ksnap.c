@@ -19,13 +19,9 @@
 #define KSNAP_PERF_MAX 64
 #define KSNAP_PERF_WAIT_NS 20000000ull
 
-/* A thread read whole, as the snapshot's thread; its stack moves. */
-static void to_snap(struct kread_thread *k, struct snap_thread *t)
+/* Name, state and CPU times, as the kernel read gave them. */
+static void describe(const struct kread_thread *k, struct snap_thread *t)
 {
-	memset(t, 0, sizeof(*t));
-	t->tid = k->tid;
-	t->method = SNAP_M_KERNEL;
-	t->status = SW_ST_OK;
 	memcpy(t->name, k->comm,
 	       sizeof(t->name) < sizeof(k->comm) ? sizeof(t->name)
 						 : sizeof(k->comm));
@@ -33,6 +29,16 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 	t->state = k->state;
 	t->utime_ms = k->utime_ns / 1000000u;
 	t->stime_ms = k->stime_ns / 1000000u;
+}
+
+/* A thread read whole, as the snapshot's thread; its stack moves. */
+static void to_snap(struct kread_thread *k, struct snap_thread *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->tid = k->tid;
+	t->method = SNAP_M_KERNEL;
+	t->status = SW_ST_OK;
+	describe(k, t);
 	t->captured_ns = k->captured_ns;
 	memcpy(t->regs, k->regs, sizeof(t->regs));
 	t->sp = k->sp;
@@ -51,19 +57,6 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
 		t->wait.op = (uint32_t)k->regs[4]; /* rsi */
 	}
 #endif
-}
-
-/* Name, state and CPU times the kernel read gave for a thread it did not
- * copy (it was running). */
-static void describe(const struct kread_thread *k, struct snap_thread *t)
-{
-	memcpy(t->name, k->comm,
-	       sizeof(t->name) < sizeof(k->comm) ? sizeof(t->name)
-						 : sizeof(k->comm));
-	t->name[sizeof(t->name) - 1] = '\0';
-	t->state = k->state;
-	t->utime_ms = k->utime_ns / 1000000u;
-	t->stime_ms = k->stime_ns / 1000000u;
 }
 
 /*
