@@ -319,7 +319,7 @@ $(BUILD)/fuzz/fuzz_wire: tests/fuzz/fuzz_wire.c src/model/wire.c src/model/dump.
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^
 
 $(BUILD)/fuzz/fuzz_procfs: tests/fuzz/fuzz_procfs.c src/model/procfs.c \
-		src/daemon/modfile.c src/symbols/modopen.c src/daemon/nspid.c \
+		src/model/procmaps.c src/daemon/nspid.c \
 		src/model/dump.c src/model/strerror.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^

@@ -184,7 +184,7 @@ int cli_dump_local(long pid, const char *format)
 			  why);
 		return CLI_EDAEMON;
 	}
-	r = unwind_snapshot(s, unwind_open, (void *)(intptr_t)pid, &d);
+	r = unwind_snapshot(s, NULL, unwind_open, (void *)(intptr_t)pid, &d);
 	snap_free(s);
 	if (r != 0) {
 		cli_error("cannot unwind process %ld: %s", pid, sw_strerror(r));

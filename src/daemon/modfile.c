@@ -4,7 +4,7 @@
  *
  * The module list comes from the agent and is untrusted: a hostile agent
  * could name /etc/shadow. So we never open the path it gives: we read the
- * process's /proc/PID/maps once per dump (and use it only if the process
+ * process's file mappings once per dump (procmaps.h; used only if the process
  * pinned at registration is still there, so a reused pid lends nothing),
  * find the file mapping that holds the module's start, and open that
  * mapping's file: through /proc/PID/map_files when we may (root), else by
@@ -30,31 +30,6 @@
 #include "modfile.h"
 #include "stackwatch.h"
 #include "symbols/modopen.h"
-
-#define MAPS_MAX (8u << 20)
-
-bool modfile_parse_maps_line(char *line, struct mapping_info *mi)
-{
-	unsigned long start, end, off, ino;
-	unsigned maj, min;
-	char perms[8];
-	int n = 0;
-
-	if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &start, &end, perms,
-		   &off, &maj, &min, &ino, &n) < 7)
-		return false;
-	mi->start = start;
-	mi->end = end;
-	mi->dev = makedev(maj, min);
-	mi->ino = ino;
-	mi->path = n > 0 && line[n] == '/' ? line + n : NULL;
-	if (mi->path) {
-		char *nl = strchr(mi->path, '\n');
-		if (nl)
-			*nl = '\0';
-	}
-	return start < end;
-}
 
 /* Whether the process pinned by pidfd is still there (-1: not pinned). */
 static bool still_there(int pidfd)
@@ -82,76 +57,27 @@ static bool same_mount_ns(pid_t pid)
 
 int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out)
 {
-	char fname[64], *line = NULL;
-	size_t cap = 0, total = 0;
-	ssize_t len;
-	int rc = 0;
-	FILE *f;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->pid = pid;
 	out->pidfd = pidfd;
 	out->same_ns = same_mount_ns(pid);
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	f = fopen(fname, "re");
-	if (!f)
-		return -errno;
-	while ((len = getline(&line, &cap, f)) > 0) {
-		struct mapping_info mi;
-		struct modfile_mapping *m;
-
-		total += (size_t)len;
-		if (total > MAPS_MAX) {
-			rc = SW_ETOOBIG;
-			break;
-		}
-		if (!modfile_parse_maps_line(line, &mi) || !mi.path ||
-		    mi.ino == 0)
-			continue;
-		if (out->n == out->cap) {
-			size_t ncap = out->cap ? 2 * out->cap : 64;
-			struct modfile_mapping *v =
-				realloc(out->v, ncap * sizeof(*v));
-
-			if (!v) {
-				rc = -ENOMEM;
-				break;
-			}
-			out->v = v;
-			out->cap = ncap;
-		}
-		m = &out->v[out->n];
-		m->start = mi.start;
-		m->end = mi.end;
-		m->dev = mi.dev;
-		m->ino = mi.ino;
-		m->path = strdup(mi.path);
-		if (!m->path) {
-			rc = -ENOMEM;
-			break;
-		}
-		out->n++;
-	}
-	free(line);
-	fclose(f);
+	rc = procmaps_read(pid, &out->pm);
 	/*
 	 * What was read is the pinned process's only if it is still there:
 	 * gone, its pid may name another process already.
 	 */
-	if (!rc && !still_there(pidfd))
+	if (!rc && !still_there(pidfd)) {
+		procmaps_release(&out->pm);
 		rc = -ESRCH;
-	if (rc)
-		modfile_maps_release(out);
+	}
 	return rc;
 }
 
 void modfile_maps_release(struct modfile_maps *mm)
 {
-	for (size_t i = 0; i < mm->n; i++)
-		free(mm->v[i].path);
-	free(mm->v);
-	mm->v = NULL;
-	mm->n = mm->cap = 0;
+	procmaps_release(&mm->pm);
 }
 
 /*
@@ -159,21 +85,19 @@ void modfile_maps_release(struct modfile_maps *mm)
  * mapped from its file at its lowest address. Any claim that does not
  * start inside a file mapping of the process names no file of it.
  */
-static const struct modfile_mapping *mapping_of(const struct modfile_maps *mm,
-						const struct sw_module *m)
+static const struct procmap *mapping_of(const struct modfile_maps *mm,
+					const struct sw_module *m)
 {
-	for (size_t i = 0; i < mm->n; i++)
-		if (m->start >= mm->v[i].start && m->start < mm->v[i].end)
-			return &mm->v[i];
-	return NULL;
+	const struct procmap *mp = procmaps_find(&mm->pm, m->start);
+
+	return mp && mp->ino ? mp : NULL;
 }
 
 /*
  * Opens mp's file: its map_files link (root; a link the kernel makes, so
  * followed), else its path, checked.
  */
-static int open_mapping(const struct modfile_maps *mm,
-			const struct modfile_mapping *mp)
+static int open_mapping(const struct modfile_maps *mm, const struct procmap *mp)
 {
 	char fname[4200];
 	struct stat st;
@@ -207,7 +131,7 @@ static int open_mapping(const struct modfile_maps *mm,
 
 int modfile_open(const struct modfile_maps *mm, const struct sw_module *m)
 {
-	const struct modfile_mapping *mp = mapping_of(mm, m);
+	const struct procmap *mp = mapping_of(mm, m);
 
 	return mp ? open_mapping(mm, mp) : -ENOENT;
 }

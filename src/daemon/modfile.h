@@ -10,42 +10,20 @@
 #include <sys/types.h>
 
 #include "model/dump.h"
-
-struct mapping_info {
-	uint64_t start;
-	uint64_t end;
-	dev_t dev;
-	uint64_t ino;
-	char *path; /* into the parsed line; NULL for anonymous mappings */
-};
-
-/*
- * Parses one line of /proc/PID/maps (modified in place: the newline is cut
- * off the path). Returns false for a malformed line. Any bytes are safe.
- */
-bool modfile_parse_maps_line(char *line, struct mapping_info *mi);
-
-/* One file mapping of a process, as /proc/PID/maps said. */
-struct modfile_mapping {
-	uint64_t start, end;
-	dev_t dev;
-	uint64_t ino;
-	char *path; /* the kernel's, owned */
-};
+#include "model/procmaps.h"
 
 /* The file mappings of a pinned process, read once per dump. */
 struct modfile_maps {
 	pid_t pid;
 	int pidfd; /* -1: not pinned (the daemon itself) */
 	bool same_ns;
-	struct modfile_mapping *v;
-	size_t n, cap;
+	struct procmaps pm;
 };
 
 /*
  * Reads the file mappings of pid, and keeps them only if the process
  * pinned by pidfd (-1: none) is still there afterwards. Returns 0, or a
- * negative errno (-ESRCH: gone, SW_ETOOBIG: an 8 MiB maps file) with
+ * negative errno (-ESRCH: gone, SW_ETOOBIG: too many mappings) with
  * nothing to release. Blocks briefly (reads /proc).
  */
 int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out);

@@ -480,7 +480,8 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 			 !s->threads[i].reused;
 	rc = unwind ? modfile_maps_read(pid, pidfd, &mm) : 0;
 	if (rc == 0) {
-		rc = unwind_snapshot(s, open_mapped, unwind ? &mm : NULL, out);
+		rc = unwind_snapshot(s, unwind ? &mm.pm : NULL, open_mapped,
+				     unwind ? &mm : NULL, out);
 		if (unwind)
 			modfile_maps_release(&mm);
 	}

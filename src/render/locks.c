@@ -305,6 +305,7 @@ static const char *unsupported(const struct sw_dump *d)
 int locks_analyze(const struct sw_dump *d, struct locks *out)
 {
 	const char *why = NULL;
+	unsigned char *gwhat; /* per group: 1 + its what, 0: not yet */
 	struct named *by;
 	bool any = false;
 
@@ -333,6 +334,9 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 		by[i].index = (int)i;
 	}
 	qsort(by, d->nthreads, sizeof(*by), cmp_named);
+	/* A group's threads share their frames: each group is classified
+	 * once (a thousand waiters in a few stacks, a few classifications). */
+	gwhat = d->ngroups ? calloc(d->ngroups, sizeof(*gwhat)) : NULL;
 	out->nthreads = d->nthreads;
 	for (size_t i = 0; i < d->nthreads; i++) {
 		const struct sw_thread *t = &d->threads[i];
@@ -344,7 +348,14 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 		lw->cycle = -1;
 		if (!t->wait || t->status != SW_ST_OK || !t->wait->nmem)
 			continue;
-		what = classify(d, t);
+		if (gwhat && t->group >= 0 && (size_t)t->group < d->ngroups) {
+			if (!gwhat[t->group])
+				gwhat[t->group] =
+					(unsigned char)(1 + classify(d, t));
+			what = (enum what)(gwhat[t->group] - 1);
+		} else {
+			what = classify(d, t);
+		}
 		if (what == W_MUTEX)
 			ok = read_mutex(t->wait, lw);
 		else if (what == W_RDLOCK || what == W_WRLOCK)
@@ -359,6 +370,7 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 		lw->owner_index = thread_named(by, d->nthreads, lw->owner);
 		out->nwaiting++;
 	}
+	free(gwhat);
 	free(by);
 	if (find_cycles(out) < 0) {
 		locks_release(out);

@@ -65,11 +65,51 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+/*
+ * The records go out through a buffer and come in through one: a
+ * thousand threads are a thousand small records, and one write and one
+ * read (with its poll) each would cost more than the rest of a warm dump.
+ */
+#define WIRE_BUF (64u * 1024)
+
+struct wbuf {
+	int fd, err;
+	size_t n;
+	char b[WIRE_BUF];
+};
+
+static void wbuf_flush(struct wbuf *w)
+{
+	if (!w->err && w->n)
+		w->err = write_all(w->fd, w->b, w->n);
+	w->n = 0;
+}
+
+static void wbuf_put(struct wbuf *w, const void *p, size_t n)
+{
+	if (w->n + n > sizeof(w->b))
+		wbuf_flush(w);
+	if (n > sizeof(w->b)) {
+		if (!w->err)
+			w->err = write_all(w->fd, p, n);
+		return;
+	}
+	memcpy(w->b + w->n, p, n);
+	w->n += n;
+}
+
 int snap_write(int fd, int err, const struct snap *s)
 {
 	struct wire_hdr h;
+	struct wbuf *b;
 	int r;
 
+	b = malloc(sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->fd = fd;
+	b->err = 0;
+	b->n = 0;
 	memset(&h, 0, sizeof(h));
 	h.magic = SNAP_MAGIC;
 	h.version = SNAP_VERSION;
@@ -85,8 +125,8 @@ int snap_write(int fd, int err, const struct snap *s)
 		h.paused_max_ns = s->paused_max_ns;
 		h.paused_total_ns = s->paused_total_ns;
 	}
-	r = write_all(fd, &h, sizeof(h));
-	for (uint32_t i = 0; r == 0 && i < h.nthreads; i++) {
+	wbuf_put(b, &h, sizeof(h));
+	for (uint32_t i = 0; !b->err && i < h.nthreads; i++) {
 		const struct snap_thread *t = &s->threads[i];
 		struct wire_thread w;
 
@@ -111,18 +151,23 @@ int snap_write(int fd, int err, const struct snap *s)
 		w.waits = t->waits;
 		if (t->waits)
 			w.wait = t->wait;
-		r = write_all(fd, &w, sizeof(w));
-		if (r == 0 && w.stack_len)
-			r = write_all(fd, t->stack, w.stack_len);
+		wbuf_put(b, &w, sizeof(w));
+		if (w.stack_len)
+			wbuf_put(b, t->stack, w.stack_len);
 	}
+	wbuf_flush(b);
+	r = b->err;
+	free(b);
 	return r;
 }
 
-static int read_all(int fd, void *p, size_t n, uint64_t deadline_ns)
+/*
+ * Waits for fd until deadline_ns, then reads what has come, at most n
+ * bytes: their count, or -errno (-EPIPE at the end of the stream).
+ */
+static ssize_t read_some(int fd, void *p, size_t n, uint64_t deadline_ns)
 {
-	char *c = p;
-
-	while (n) {
+	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		uint64_t now = clock_now_ns();
 		ssize_t got;
@@ -135,16 +180,58 @@ static int read_all(int fd, void *p, size_t n, uint64_t deadline_ns)
 			return -errno;
 		if (pr <= 0)
 			continue;
-		got = read(fd, c, n);
+		got = read(fd, p, n);
 		if (got < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			return -errno;
 		}
-		if (got == 0)
-			return -EPIPE;
-		c += got;
-		n -= (size_t)got;
+		return got ? got : -EPIPE;
+	}
+}
+
+struct rbuf {
+	int fd;
+	uint64_t deadline_ns;
+	size_t at, len;
+	char b[WIRE_BUF];
+};
+
+/*
+ * n bytes from r: what its buffer holds, then a large piece straight into
+ * p, a small one through the buffer, reading whatever has come (the
+ * socket carries this snapshot alone, so reading ahead loses nothing).
+ */
+static int rbuf_get(struct rbuf *r, void *p, size_t n)
+{
+	char *c = p;
+
+	while (n) {
+		size_t k = r->len - r->at;
+		ssize_t got;
+
+		if (k) {
+			if (k > n)
+				k = n;
+			memcpy(c, r->b + r->at, k);
+			r->at += k;
+			c += k;
+			n -= k;
+			continue;
+		}
+		if (n >= sizeof(r->b)) {
+			got = read_some(r->fd, c, n, r->deadline_ns);
+			if (got < 0)
+				return (int)got;
+			c += got;
+			n -= (size_t)got;
+			continue;
+		}
+		got = read_some(r->fd, r->b, sizeof(r->b), r->deadline_ns);
+		if (got < 0)
+			return (int)got;
+		r->at = 0;
+		r->len = (size_t)got;
 	}
 	return 0;
 }
@@ -167,19 +254,29 @@ static bool valid_wait(const struct sw_wait *w)
 int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 {
 	struct wire_hdr h = { 0 };
+	struct rbuf *rb;
 	struct snap *s;
 	int r;
 
 	*out = NULL;
-	r = read_all(fd, &h, sizeof(h), deadline_ns);
-	if (r != 0)
-		return r;
-	if (h.magic != SNAP_MAGIC || h.version != SNAP_VERSION ||
-	    h.nthreads > SW_MAX_THREADS || h.err > 0 || (h.err && h.nthreads))
-		return SW_EFORMAT;
-	s = calloc(1, sizeof(*s));
-	if (!s)
+	rb = malloc(sizeof(*rb));
+	if (!rb)
 		return -ENOMEM;
+	rb->fd = fd;
+	rb->deadline_ns = deadline_ns;
+	rb->at = rb->len = 0;
+	r = rbuf_get(rb, &h, sizeof(h));
+	if (r == 0 &&
+	    (h.magic != SNAP_MAGIC || h.version != SNAP_VERSION ||
+	     h.nthreads > SW_MAX_THREADS || h.err > 0 || (h.err && h.nthreads)))
+		r = SW_EFORMAT;
+	s = r == 0 ? calloc(1, sizeof(*s)) : NULL;
+	if (r == 0 && !s)
+		r = -ENOMEM;
+	if (r != 0) {
+		free(rb);
+		return r;
+	}
 	s->pid = h.pid;
 	s->tracer = h.tracer;
 	s->stopped = h.stopped != 0;
@@ -191,6 +288,7 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 	s->paused_total_ns = h.paused_total_ns;
 	s->threads = calloc(h.nthreads ? h.nthreads : 1, sizeof(*s->threads));
 	if (!s->threads) {
+		free(rb);
 		free(s);
 		return -ENOMEM;
 	}
@@ -198,7 +296,7 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 		struct snap_thread *t = &s->threads[i];
 		struct wire_thread w = { 0 };
 
-		r = read_all(fd, &w, sizeof(w), deadline_ns);
+		r = rbuf_get(rb, &w, sizeof(w));
 		if (r == 0 &&
 		    (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
 		     !valid_status(w.status) || w.method >= SNAP_M_COUNT ||
@@ -236,11 +334,12 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 				break;
 			}
 			t->stack_len = w.stack_len;
-			r = read_all(fd, t->stack, w.stack_len, deadline_ns);
+			r = rbuf_get(rb, t->stack, w.stack_len);
 			if (r != 0)
 				break;
 		}
 	}
+	free(rb);
 	if (r != 0) {
 		snap_free(s);
 		return r;

@@ -4,7 +4,8 @@
  * A snapshot is handed to libdwfl as a process of our own making: its
  * threads are the snapshot's, their first registers the copied ones, and
  * every memory read is served from the copy of the thread being unwound.
- * libdwfl brings the rest: the modules from /proc/PID/maps, their
+ * libdwfl brings the rest: the modules (the process's file mappings,
+ * procmaps.h, reported as its own /proc/PID/maps reader would), their
  * .eh_frame (or .debug_frame) call frame information, and its frame-
  * pointer fallback for code without any. Core files are read by
  * elfutils too (threads, registers and memory from the core's notes and
@@ -423,9 +424,51 @@ static const char *thread_error(const struct snap_thread *st)
 	}
 }
 
-int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
-		    void *open_arg, struct sw_dump **out)
+/*
+ * Reports the modules of pm to dwfl the way dwfl_linux_proc_report()
+ * does, without reading the whole of /proc/PID/maps again: each run of
+ * mappings of one file (by device and inode) as one module named by its
+ * path, the vDSO as "[vdso: PID]".
+ */
+static int report_maps(Dwfl *dwfl, const struct procmaps *pm, pid_t pid)
 {
+	bool vdso = pm->vdso_start != 0;
+	size_t i = 0;
+
+	while (i < pm->n || vdso) {
+		const struct procmap *m = i < pm->n ? &pm->v[i] : NULL;
+		uint64_t hi;
+		size_t j;
+
+		if (vdso && (!m || pm->vdso_start < m->start)) {
+			char name[32];
+
+			vdso = false;
+			snprintf(name, sizeof(name), "[vdso: %d]", (int)pid);
+			if (!dwfl_report_module(dwfl, name, pm->vdso_start,
+						pm->vdso_end))
+				return -1;
+			continue;
+		}
+		hi = m->end;
+		for (j = i + 1; j < pm->n && pm->v[j].ino == m->ino &&
+				pm->v[j].dev == m->dev &&
+				(!vdso || pm->v[j].start < pm->vdso_start) &&
+				strcmp(pm->v[j].path, m->path) == 0;
+		     j++)
+			hi = pm->v[j].end;
+		if (!dwfl_report_module(dwfl, m->path, m->start, hi))
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
+		    unwind_open_fn open_fn, void *open_arg,
+		    struct sw_dump **out)
+{
+	struct procmaps own = { 0 };
 	struct unw u = { .s = s, .open_fn = open_fn, .open_arg = open_arg };
 	struct sw_dump *d;
 	Dwfl *dwfl = NULL;
@@ -470,10 +513,12 @@ int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
 	for (size_t i = 0; i < s->nthreads && !need; i++)
 		need = s->threads[i].status == SW_ST_OK &&
 		       !s->threads[i].reused;
-	dwfl = need ? dwfl_begin(&snap_callbacks) : NULL;
+	if (need && !maps && procmaps_read(s->pid, &own) == 0)
+		maps = &own;
+	dwfl = need && maps ? dwfl_begin(&snap_callbacks) : NULL;
 	if (dwfl) {
 		dwfl_report_begin(dwfl);
-		if (dwfl_linux_proc_report(dwfl, s->pid) != 0 ||
+		if (report_maps(dwfl, maps, s->pid) != 0 ||
 		    dwfl_report_end(dwfl, NULL, NULL) != 0 ||
 		    !dwfl_attach_state(dwfl, NULL, s->pid,
 				       &snap_thread_callbacks, &u)) {
@@ -552,6 +597,7 @@ out:
 	tls_unw = NULL;
 	if (dwfl)
 		dwfl_end(dwfl);
+	procmaps_release(&own);
 	free(u.ips);
 	if (r != 0) {
 		sw_dump_free(d);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "model/dump.h"
+#include "model/procmaps.h"
 #include "snapshot/snapshot.h"
 
 /*
@@ -28,14 +29,16 @@ typedef int (*unwind_open_fn)(void *arg, uint64_t start, const char *path);
 /*
  * Unwinds every thread of s into a raw dump (*out, freed with
  * sw_dump_free()): method "ptrace", threads in s's order with their
- * status, the modules from /proc/PID/maps read now. A thread s marks
- * reused gets SW_TF_REUSED and no addresses, for the caller to put back;
+ * status, the modules from maps (the process's file mappings, read by
+ * the caller; NULL: read here, if there is anything to unwind). A thread s
+ * marks reused gets SW_TF_REUSED and no addresses, for the caller to put back;
  * when every thread read is such, nothing is unwound and the dump has
  * no modules (the caller has those of its earlier read). Returns 0,
  * -ENOMEM, or -ESRCH when the process is gone.
  */
-int unwind_snapshot(const struct snap *s, unwind_open_fn open_fn,
-		    void *open_arg, struct sw_dump **out);
+int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
+		    unwind_open_fn open_fn, void *open_arg,
+		    struct sw_dump **out);
 
 /*
  * The stacks of every thread of the core file at core_path (exe: the

@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "snapshot: %s\n", sw_strerror(rc));
 			return 1;
 		}
-		rc = unwind_snapshot(s, NULL, NULL, &d);
+		rc = unwind_snapshot(s, NULL, NULL, NULL, &d);
 		t2 = clock_now_ns();
 		if (rc == 0)
 			rc = sym_dump(sym, d, true);

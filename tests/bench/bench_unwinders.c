@@ -533,7 +533,7 @@ int main(int argc, char **argv)
 		sw_dump_free(d);
 		d = NULL;
 		t0 = clock_now_ns();
-		rc = unwind_snapshot(s, NULL, NULL, &d);
+		rc = unwind_snapshot(s, NULL, NULL, NULL, &d);
 		t_dwfl[r] = clock_now_ns() - t0;
 		if (rc != 0) {
 			fprintf(stderr, "unwind_snapshot: %s\n",

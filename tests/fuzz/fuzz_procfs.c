@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/daemon/modfile.h"
+#include "model/procmaps.h"
 #include "../../src/daemon/nspid.h"
 #include "model/procfs.h"
 
@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *buf = (const char *)data;
 	struct procfs_task t;
-	struct mapping_info mi;
+	struct procmaps_line ml;
 	uint64_t blk;
 	int64_t v;
 	pid_t outer, inner;
@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(line, data, size);
 	line[size] = '\0';
-	modfile_parse_maps_line(line, &mi);
+	if (procmaps_parse_line(line, &ml))
+		procmaps_is_file(&ml);
 	free(line);
 	return 0;
 }
