@@ -170,22 +170,38 @@ int ksnap_take_same(struct kread *k, int slot, pid_t pid, int timeout_ms,
 		if (!given)
 			r = -ENOMEM;
 	}
+	/*
+	 * Every thread the iterator saw is given: read, or its tid alone
+	 * (left to ptrace, or skipped for the caller), so the snapshot need
+	 * not list the process's threads again.
+	 */
 	for (size_t i = 0; r == 0 && i < n; i++) {
-		if (v[i].flags & KREAD_OK)
-			to_snap(&v[i], &given[ng++]);
-		else if (v[i].flags & KREAD_SAME)
-			to_reused(&v[i], find_expect(same, nsame, v[i].tid),
-				  &given[ng++]);
-		else if (!(flags & SNAP_GIVEN_ONLY) &&
-			 (v[i].flags & (KREAD_ONCPU | KREAD_TORN)) &&
-			 sampled < KSNAP_PERF_MAX &&
-			 clock_now_ns() < deadline_ns) {
-			sampled++;
-			if (read_running(k, slot, pid, &v[i], deadline_ns,
-					 &given[ng]) == 0)
-				ng++;
+		struct snap_thread *t = &given[ng++];
+
+		if (v[i].flags & KREAD_OK) {
+			to_snap(&v[i], t);
+			continue;
 		}
+		if (v[i].flags & KREAD_SAME) {
+			to_reused(&v[i], find_expect(same, nsame, v[i].tid), t);
+			continue;
+		}
+		if (!(flags & SNAP_GIVEN_ONLY) &&
+		    (v[i].flags & (KREAD_ONCPU | KREAD_TORN)) &&
+		    sampled < KSNAP_PERF_MAX && clock_now_ns() < deadline_ns) {
+			sampled++;
+			if (read_running(k, slot, pid, &v[i], deadline_ns, t) ==
+			    0)
+				continue;
+		}
+		memset(t, 0, sizeof(*t));
+		t->tid = v[i].tid;
+		t->method = SNAP_M_PTRACE;
+		if (flags & SNAP_GIVEN_ONLY)
+			t->status = SW_ST_SKIPPED;
 	}
+	if (r == 0 && ng)
+		flags |= SNAP_LISTED;
 	kread_free(v, n);
 	/* Whatever the kernel could not say, the snapshot's checks say. */
 	timeout_ms = (int)((deadline_ns > clock_now_ns()

@@ -685,7 +685,12 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 		r = -errno;
 		goto fail;
 	}
-	r = list_threads(taskfd, s);
+	if (flags & SNAP_LISTED) {
+		s->threads = calloc(1, sizeof(*s->threads));
+		r = s->threads ? 0 : -ENOMEM;
+	} else {
+		r = list_threads(taskfd, s);
+	}
 	if (r == 0 && (ngiven || (flags & SNAP_GIVEN_ONLY)))
 		r = merge_given(s, given, ngiven, flags);
 	/* The mappings only where some thread is to be stopped and copied

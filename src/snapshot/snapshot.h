@@ -102,8 +102,13 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out);
  * are moved into the snapshot (given[i].stack becomes its) and the
  * others are ptraced as snap_take() does, or, with SNAP_GIVEN_ONLY,
  * left unread (status skipped) for the caller to read another way.
+ * With SNAP_LISTED, given lists every thread of the process (as the
+ * kernel's task iterator saw them; a thread still to be read is given
+ * as its tid alone, method ptrace), and /proc/PID/task is not listed
+ * again: a thousand threads listed there cost more than reading them.
  */
 #define SNAP_GIVEN_ONLY 0x1
+#define SNAP_LISTED 0x2
 int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 		   size_t n, unsigned flags, struct snap **out);
 
