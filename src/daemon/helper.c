@@ -192,6 +192,10 @@ static void start_snapshot(int ctl, const struct request *rq,
 			left_ms = 1;
 		if (left_ms > PTRACER_MAX_MS)
 			left_ms = PTRACER_MAX_MS;
+		/* Room for a thousand threads' records at once: the
+		 * snapshot is not held up by the daemon's reading. */
+		setsockopt(answer_fd, SOL_SOCKET, SO_SNDBUF, &(int){ 1 << 20 },
+			   sizeof(int));
 		if (!kr && (rq->flags & REQF_KERNEL_ONLY))
 			r = -EOPNOTSUPP;
 		else
