@@ -80,6 +80,35 @@ void modfile_maps_release(struct modfile_maps *mm)
 	procmaps_release(&mm->pm);
 }
 
+/* What modfile_pass_put() left for this thread's dump; held: pass_held. */
+static __thread struct modfile_maps pass;
+static __thread bool pass_held;
+
+void modfile_pass_begin(void)
+{
+	if (pass_held)
+		modfile_maps_release(&pass);
+	pass_held = false;
+}
+
+void modfile_pass_put(struct modfile_maps *mm)
+{
+	modfile_pass_begin();
+	pass = *mm;
+	pass_held = true;
+	memset(mm, 0, sizeof(*mm));
+}
+
+int modfile_pass_take(pid_t pid, int pidfd, struct modfile_maps *out)
+{
+	if (!pass_held || pass.pid != pid || pass.pidfd != pidfd)
+		return -ENOENT;
+	*out = pass;
+	pass_held = false;
+	memset(&pass, 0, sizeof(pass));
+	return 0;
+}
+
 /*
  * The file mapping that holds m's start: a module's first segment is
  * mapped from its file at its lowest address. Any claim that does not

@@ -30,6 +30,19 @@ int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out);
 void modfile_maps_release(struct modfile_maps *mm);
 
 /*
+ * Hands mappings on within one dump, in the thread doing it: the
+ * unwinder of a process without the agent reads them, and its symbolizer
+ * takes the same read instead of reading them again (a thousand threads'
+ * process has two thousand mappings to walk). modfile_pass_begin()
+ * drops any left from before; modfile_pass_put() takes mm over (mm is
+ * left empty); modfile_pass_take() gives them to the first who asks for
+ * that pid and pidfd (0), or -ENOENT.
+ */
+void modfile_pass_begin(void);
+void modfile_pass_put(struct modfile_maps *mm);
+int modfile_pass_take(pid_t pid, int pidfd, struct modfile_maps *out);
+
+/*
  * Opens the file behind module m, read-only, for the symbolizer: the
  * process's own file mapping at m's start (never m's path), a regular
  * file of at most 1 GiB with the mapping's device and inode, while the

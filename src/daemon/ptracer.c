@@ -482,8 +482,9 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 	if (rc == 0) {
 		rc = unwind_snapshot(s, unwind ? &mm.pm : NULL, open_mapped,
 				     unwind ? &mm : NULL, out);
+		/* The symbolizer of this dump takes them over. */
 		if (unwind)
-			modfile_maps_release(&mm);
+			modfile_pass_put(&mm);
 	}
 	snap_free(s);
 	return rc;

@@ -29,7 +29,11 @@ static int open_module(void *arg, const struct sw_module *m)
 
 	if (!s->sym_active)
 		return -ESRCH;
-	/* Read once a file is wanted: a warm cache wants none. */
+	/* Read once a file is wanted (a warm cache wants none), unless the
+	 * unwinder of this dump read them already. */
+	if (s->sym_mm_rc == 1 &&
+	    modfile_pass_take(s->sym_pid, s->sym_pidfd, &s->sym_mm) == 0)
+		s->sym_mm_rc = 0;
 	if (s->sym_mm_rc == 1)
 		s->sym_mm_rc =
 			modfile_maps_read(s->sym_pid, s->sym_pidfd, &s->sym_mm);
@@ -172,6 +176,7 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	int rc;
 
 	*out = NULL;
+	modfile_pass_begin();
 	rc = target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
@@ -203,6 +208,7 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	atomic_store(&s->sym_busy_since_ns, 0);
 	if (s->sym_mm_rc == 0)
 		modfile_maps_release(&s->sym_mm);
+	modfile_pass_begin(); /* none left over when it had no use */
 	s->sym_active = false;
 	pthread_mutex_unlock(&s->sym_lock);
 	if (rc == 0 && symbols)

@@ -45,11 +45,29 @@ struct {
 } bufs SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, KREAD_SAME_MAX);
-	__type(key, struct kread_same_key);
-	__type(value, struct kread_same_val);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KREAD_SLOTS);
+	__type(key, __u32);
+	__type(value, struct kread_same_set);
 } same SEC(".maps");
+
+/* Whether tid is in set with the counts nv and niv. */
+static bool same_as_before(const struct kread_same_set *set, __s32 tid,
+			   __u64 nv, __u64 niv)
+{
+	__u32 h = kread_same_hash(tid);
+
+	for (int i = 0; i < KREAD_SAME_PROBES; i++) {
+		const struct kread_same_ent *e =
+			&set->e[(h + i) & (KREAD_SAME_SLOTS - 1)];
+
+		if (e->tid == tid)
+			return e->nvcsw == nv && e->nivcsw == niv;
+		if (e->tid == 0)
+			return false;
+	}
+	return false;
+}
 
 struct vma_hit {
 	__u64 start;
@@ -138,10 +156,10 @@ int kread(struct bpf_iter__task *ctx)
 		goto out;
 	}
 	if (ctl->flags & KREAD_CTL_SAME) {
-		struct kread_same_key sk = { reader, task->pid };
-		struct kread_same_val *sv = bpf_map_lookup_elem(&same, &sk);
+		__u32 slot = ctl->slot;
+		struct kread_same_set *set = bpf_map_lookup_elem(&same, &slot);
 
-		if (sv && sv->nvcsw == nv && sv->nivcsw == niv) {
+		if (set && same_as_before(set, task->pid, nv, niv)) {
 			r->flags = KREAD_F_SAME; /* has not run since */
 			goto out;
 		}

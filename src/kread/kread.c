@@ -279,16 +279,21 @@ static int take_recs(const struct bytes *b, struct kread_thread **v, size_t *n,
 {
 	const uint8_t *stack;
 	struct kread_rec rec;
-	size_t off = 0;
+	size_t off = 0, before = *n;
 	int r;
 
 	while ((r = next_rec(b, &off, &rec, &stack)) == 1) {
 		struct kread_thread *t = NULL;
 		uint32_t len = rec.stack_len;
 
-		for (size_t i = 0; i < *n && !t; i++)
+		/* A second look replaces the first; a run of the whole
+		 * process sees each thread once (no search: a thousand
+		 * threads would make it a million comparisons). */
+		for (size_t i = 0; i < before && !t; i++)
 			if ((*v)[i].tid == rec.tid)
 				t = &(*v)[i];
+		if (!t && *n > before && (*v)[*n - 1].tid == rec.tid)
+			t = &(*v)[*n - 1];
 		if (t) {
 			drop_stack(t, 0);
 		} else {
@@ -322,65 +327,67 @@ int kread_process(struct kread *k, int slot, pid_t pid, size_t max_stack,
 
 size_t kread_same_max(void)
 {
-	return KREAD_SAME_MAX / KREAD_SAME_READERS;
-}
-
-/* Drops the same-map entries of reader (keys collected by the caller). */
-static void same_clear(struct kread *k, struct kread_same_key *keys, size_t n)
-{
-	__u32 count = (__u32)n;
-
-	LIBBPF_OPTS(bpf_map_batch_opts, o);
-	if (n && bpf_map_delete_batch(k->same_fd, keys, &count, &o) != 0)
-		for (size_t i = 0; i < n; i++)
-			bpf_map_delete_elem(k->same_fd, &keys[i]);
+	return KREAD_SAME_MAX;
 }
 
 static int read_all(struct kread *k, int slot, pid_t pid, pid_t tid,
 		    unsigned flags, size_t max_stack, struct kread_thread **out,
 		    size_t *n, struct kread_stats *stats);
 
+/* Puts e in set; false when its probes are all taken (left out). */
+static bool same_put(struct kread_same_set *set, const struct kread_same_ent *e)
+{
+	__u32 h = kread_same_hash(e->tid);
+
+	for (int i = 0; i < KREAD_SAME_PROBES; i++) {
+		struct kread_same_ent *x =
+			&set->e[(h + (__u32)i) & (KREAD_SAME_SLOTS - 1)];
+
+		if (x->tid == 0 || x->tid == e->tid) {
+			*x = *e;
+			return true;
+		}
+	}
+	return false;
+}
+
 int kread_process_same(struct kread *k, int slot, pid_t pid, size_t max_stack,
 		       const struct kread_expect *same, size_t nsame,
 		       struct kread_thread **out, size_t *n,
 		       struct kread_stats *stats)
 {
-	struct kread_same_key *keys;
-	struct kread_same_val *vals;
-	__u32 count = (__u32)nsame;
+	struct kread_same_set *set;
+	__u32 key = (__u32)slot;
 	int r;
 
 	if (!nsame)
 		return kread_process(k, slot, pid, max_stack, out, n, stats);
-	if (nsame > kread_same_max())
-		nsame = kread_same_max();
-	keys = calloc(nsame, sizeof(*keys));
-	vals = calloc(nsame, sizeof(*vals));
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
+	if (slot < 0 || slot >= KREAD_SLOTS)
+		return -EINVAL;
+	if (nsame > KREAD_SAME_MAX)
+		nsame = KREAD_SAME_MAX;
+	set = calloc(1, sizeof(*set));
+	if (!set)
 		return -ENOMEM;
-	}
+	/* A thread left out is copied again, no more. */
 	for (size_t i = 0; i < nsame; i++) {
-		keys[i].reader = (__u32)getpid();
-		keys[i].tid = same[i].tid;
-		vals[i].nvcsw = same[i].nvcsw;
-		vals[i].nivcsw = same[i].nivcsw;
+		struct kread_same_ent e = { .tid = same[i].tid,
+					    .nvcsw = same[i].nvcsw,
+					    .nivcsw = same[i].nivcsw };
+
+		if (e.tid > 0)
+			same_put(set, &e);
 	}
-	count = (__u32)nsame;
-	{
-		LIBBPF_OPTS(bpf_map_batch_opts, o);
-		if (bpf_map_update_batch(k->same_fd, keys, vals, &count, &o) !=
-		    0)
-			for (size_t i = 0; i < nsame; i++)
-				bpf_map_update_elem(k->same_fd, &keys[i],
-						    &vals[i], BPF_ANY);
+	/* The slot is this reader's alone while it reads: its set is
+	 * written whole, and left for the next reader to overwrite. */
+	if (bpf_map_update_elem(k->same_fd, &key, set, BPF_ANY) != 0) {
+		r = -errno;
+		free(set);
+		return r;
 	}
-	r = read_all(k, slot, pid, 0, KREAD_CTL_SAME, max_stack, out, n, stats);
-	same_clear(k, keys, nsame);
-	free(keys);
-	free(vals);
-	return r;
+	free(set);
+	return read_all(k, slot, pid, 0, KREAD_CTL_SAME, max_stack, out, n,
+			stats);
 }
 
 int kread_thread(struct kread *k, int slot, pid_t pid, pid_t tid,
@@ -473,26 +480,10 @@ void kread_free(struct kread_thread *v, size_t n)
 
 void kread_forget(struct kread *k, pid_t reader)
 {
-	struct kread_same_key key, next, *keys;
 	__u32 ckey = (__u32)reader;
-	size_t n = 0;
-	int r;
 
-	if (!k)
-		return;
-	bpf_map_delete_elem(k->ctls_fd, &ckey);
-	/* Its same entries, left by a read it did not finish. */
-	keys = malloc(KREAD_SAME_MAX * sizeof(*keys));
-	if (!keys)
-		return;
-	for (r = bpf_map_get_next_key(k->same_fd, NULL, &next); r == 0;
-	     r = bpf_map_get_next_key(k->same_fd, &key, &next)) {
-		key = next;
-		if (key.reader == (__u32)reader && n < KREAD_SAME_MAX)
-			keys[n++] = key;
-	}
-	same_clear(k, keys, n);
-	free(keys);
+	if (k)
+		bpf_map_delete_elem(k->ctls_fd, &ckey);
 }
 
 int kread_open(struct kread **out, char *why, size_t size)

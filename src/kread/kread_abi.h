@@ -25,25 +25,37 @@
 #define KREAD_F_FAULT 0x20 /* the stack copy failed */
 #define KREAD_F_SAME 0x40  /* switch counts as the reader expected: no copy */
 
-#define KREAD_CTL_EXPECT 0x1 /* tid must have switched exactly as counted */
-#define KREAD_CTL_SAME 0x2   /* look up each thread in the same map */
-#define KREAD_SAME_MAX 16384 /* entries of the same map, all readers */
-#define KREAD_SAME_READERS 4 /* readers that pass entries at once */
+#define KREAD_CTL_EXPECT 0x1  /* tid must have switched exactly as counted */
+#define KREAD_CTL_SAME 0x2    /* look up each thread in the same map */
+#define KREAD_SAME_MAX 4096   /* threads in one reader's same set */
+#define KREAD_SAME_SLOTS 8192 /* its table: at most half full */
+#define KREAD_SAME_PROBES 8   /* a thread is this near its hash, or absent */
 
 /*
- * An entry of the same map: a thread the reader read before, with the
- * switch counts it had then. Still blocked with the same counts, it has
- * not run since, so its stack is the same: no copy (KREAD_F_SAME).
+ * A reader's same set (the entry of its buffer slot in the same map): the
+ * threads it read before, with the switch counts they had then. Still
+ * blocked with the same counts, a thread has not run since, so its stack
+ * is the same: no copy (KREAD_F_SAME). An open-addressed table by tid
+ * (kread_same_hash(), tid 0: empty), written whole before the run: no
+ * per-thread map updates and deletes, which cost more than the run for a
+ * thousand threads, and a lookup of a few probes that the verifier
+ * follows in one path.
  */
-struct kread_same_key {
-	__u32 reader; /* the reader's tgid */
+struct kread_same_ent {
 	__s32 tid;
-};
-
-struct kread_same_val {
+	__u32 pad;
 	__u64 nvcsw;
 	__u64 nivcsw;
 };
+
+struct kread_same_set {
+	struct kread_same_ent e[KREAD_SAME_SLOTS];
+};
+
+static inline __u32 kread_same_hash(__s32 tid)
+{
+	return ((__u32)tid * 2654435761u) >> 19; /* 13 bits: the table */
+}
 
 /* What one reader asks of a run; the map entry is keyed by its tgid. */
 struct kread_ctl {
