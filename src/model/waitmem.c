@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -66,7 +67,8 @@ static size_t read_batch(pid_t pid, struct sw_wait **ws, size_t n)
 	return got;
 }
 
-size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n)
+/* Reads the distinct windows of ws (n, ascending by word), in batches. */
+static size_t fill_distinct(pid_t pid, struct sw_wait **ws, size_t n)
 {
 	struct sw_wait *batch[BATCH];
 	size_t k = 0, got = 0;
@@ -88,21 +90,75 @@ size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n)
 	return got;
 }
 
+static int cmp_addr(const void *a, const void *b)
+{
+	const struct sw_wait *x = *(struct sw_wait *const *)a;
+	const struct sw_wait *y = *(struct sw_wait *const *)b;
+
+	return (x->addr > y->addr) - (x->addr < y->addr);
+}
+
+/*
+ * Threads of a pool sleep on one word (a queue's condition variable, a
+ * contended mutex): each distinct word is read once and its copy shared,
+ * not pinned and copied a hundred times over.
+ */
+size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n)
+{
+	struct sw_wait **v, **d;
+	size_t nd = 0, got = 0;
+
+	if (n < 2)
+		return fill_distinct(pid, ws, n);
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	v = malloc(2 * n * sizeof(*v));
+	if (!v)
+		return fill_distinct(pid, ws, n);
+	d = v + n;
+	memcpy(v, ws, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_addr);
+	for (size_t i = 0; i < n; i++)
+		if (!i || v[i]->addr != v[i - 1]->addr)
+			d[nd++] = v[i];
+	fill_distinct(pid, d, nd);
+	for (size_t i = 0, first = 0; i < n; i++) {
+		if (v[i]->addr != v[first]->addr)
+			first = i;
+		if (i != first) {
+			v[i]->mem_at = v[first]->mem_at;
+			v[i]->nmem = v[first]->nmem;
+			memcpy(v[i]->mem, v[first]->mem, v[first]->nmem);
+		}
+		got += v[i]->nmem > 0;
+	}
+	free(v);
+	return got;
+}
+
 size_t waitmem_read(pid_t pid, struct sw_dump *d)
 {
-	struct sw_wait *ws[BATCH];
+	struct sw_wait *few[BATCH], **ws = few;
 	size_t n = 0, got = 0;
 
+	/* All at once where there is room, so that a shared word is read
+	 * once; else in batches. */
+	if (d->nthreads > BATCH)
+		/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+		ws = malloc(d->nthreads * sizeof(*ws));
+	if (!ws)
+		ws = few;
 	for (size_t i = 0; i < d->nthreads; i++) {
 		if (!d->threads[i].wait)
 			continue;
 		ws[n++] = d->threads[i].wait;
-		if (n == BATCH) {
+		if (ws == few && n == BATCH) {
 			got += waitmem_fill(pid, ws, n);
 			n = 0;
 		}
 	}
 	if (n)
 		got += waitmem_fill(pid, ws, n);
+	if (ws != few)
+		free(ws);
 	return got;
 }
