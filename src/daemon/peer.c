@@ -347,9 +347,65 @@ static int list_pids(DIR *proc, pid_t **out, size_t *n)
 	return 0;
 }
 
+/* The newest pids looked at before any listing of /proc. */
+#define RECENT_PIDS 32
+
+/*
+ * The pid of pid's process: itself, or its thread group's leader when
+ * pid names a thread. 0 when it cannot be read.
+ */
+static pid_t tgid_of(pid_t pid)
+{
+	char path[64], buf[4096];
+	int64_t v;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n < 0 || procfs_parse_status_dec(buf, (size_t)n, "Tgid", &v) != 0 ||
+	    v <= 0)
+		return 0;
+	return (pid_t)v;
+}
+
+/*
+ * The holder among the newest tasks, counted down from the pid the
+ * kernel handed out last: a client has mostly just started (curl, a
+ * script), and this costs a few lookups where listing /proc costs one
+ * for every process of the host. 0 when none of them holds it.
+ */
+static pid_t find_recent(int proc, const char *want, uid_t owner, pid_t self,
+			 uint64_t until, int *fdnum)
+{
+	char buf[32];
+	ssize_t n = procfs_read_at(AT_FDCWD, "/proc/sys/kernel/ns_last_pid",
+				   buf, sizeof(buf));
+	long last = n > 0 ? strtol(buf, NULL, 10) : 0;
+
+	for (long pid = last;
+	     pid > 0 && pid > last - RECENT_PIDS && clock_now_ns() < until;
+	     pid--) {
+		char name[24];
+		struct stat st;
+		pid_t tgid;
+
+		snprintf(name, sizeof(name), "%ld", pid);
+		if (pid == self || fstatat(proc, name, &st, 0) < 0 ||
+		    (st.st_uid != owner && st.st_uid != 0) ||
+		    !pid_holds(proc, (pid_t)pid, want, until, fdnum))
+			continue;
+		/* A thread's files are its process's: name the process. */
+		tgid = tgid_of((pid_t)pid);
+		if (tgid > 0 && tgid != self)
+			return tgid;
+	}
+	return 0;
+}
+
 /*
  * A process that holds the socket inode open: first those that proved
- * their user's connections lately, then, newest first (clients are
+ * their user's connections lately, then the newest tasks by pid
+ * (find_recent()), then, newest first (clients are
  * mostly young), the processes whose /proc entry belongs to owner (the
  * dumpable ones of that user), then those given to root (the ones that
  * are not dumpable); never ourselves; until PEER_SCAN_MS have passed.
@@ -375,6 +431,9 @@ static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
 	for (size_t i = 0; i < ncached && !found; i++)
 		if (pid_holds(dirfd(proc), cached[i], want, until, fdnum))
 			found = cached[i];
+	if (!found)
+		found = find_recent(dirfd(proc), want, owner, self, until,
+				    fdnum);
 	if (!found && list_pids(proc, &pids, &n) == 0) {
 		for (int pass = 0; pass < 2 && !found; pass++) {
 			uid_t uid = pass == 0 ? owner : 0;

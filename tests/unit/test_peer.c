@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -59,8 +60,32 @@ static int become(uid_t uid, gid_t gid)
 	       setresuid(uid, uid, uid);
 }
 
-/* How a client behaves once connected. */
-enum client { CLOSE_AT_ONCE, STAY, HALF_CLOSE };
+/*
+ * How a client behaves once connected. FROM_THREAD connects from a thread
+ * it starts after the fork (the newest task of the host is a thread, not
+ * its process); OLD waits while 64 more processes start and end after it,
+ * so that it is no longer among the newest pids.
+ */
+enum client { CLOSE_AT_ONCE, STAY, HALF_CLOSE, FROM_THREAD, OLD };
+
+static int connect_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	int fd;
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_port = htons((uint16_t)port);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -1;
+	return fd;
+}
+
+static void *connect_thread(void *arg)
+{
+	*(int *)arg = connect_port();
+	return NULL;
+}
 
 /*
  * A client as uid/gid (no other groups) connected to our port. It tells
@@ -77,20 +102,34 @@ static pid_t client(uid_t uid, gid_t gid, enum client how, int *ready,
 		return -1;
 	pid = fork();
 	if (pid == 0) {
-		struct sockaddr_in sa = { .sin_family = AF_INET };
-		int fd;
+		int fd = 0; /* FROM_THREAD: 0 until the thread connected */
 		char c;
 
 		close(r[0]);
 		close(h[1]);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		sa.sin_port = htons((uint16_t)port);
 		if (become(uid, gid) < 0)
 			_exit(1);
-		fd = socket(AF_INET, SOCK_STREAM, 0);
-		if (fd < 0 ||
-		    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		if (how == FROM_THREAD) {
+			pthread_t t;
+
+			/* The thread stays: its tid is the newest task. */
+			if (pthread_create(&t, NULL, connect_thread, &fd) != 0)
+				_exit(1);
+			while (!__atomic_load_n(&fd, __ATOMIC_ACQUIRE))
+				usleep(1000);
+		} else {
+			fd = connect_port();
+		}
+		if (fd < 0)
 			_exit(1);
+		for (int i = 0; how == OLD && i < 64; i++) {
+			pid_t k = fork();
+
+			if (k == 0)
+				_exit(0);
+			if (k > 0)
+				waitpid(k, NULL, 0);
+		}
 		if (how == HALF_CLOSE)
 			shutdown(fd, SHUT_WR);
 		if (how == CLOSE_AT_ONCE)
@@ -235,6 +274,9 @@ int main(void)
 	test_orphan(lfd);
 	test_live(lfd, STAY, "a connected client");
 	test_live(lfd, HALF_CLOSE, "a client that half-closed its side");
+	test_live(lfd, FROM_THREAD,
+		  "a client that connected from a thread, the newest task");
+	test_live(lfd, OLD, "a client 64 processes older than the newest");
 	test_unix();
 	close(lfd);
 	return tap_done();
