@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/buf.h"
 #include "model/utf8.h"
 #include "locks.h"
 #include "render.h"
@@ -92,25 +93,27 @@ static cJSON *uint_item(uint64_t v)
 }
 
 /*
- * The item of a duration in seconds rounded to milliseconds (s >= 0), as
+ * The text of a duration in seconds rounded to milliseconds (s >= 0), as
  * cJSON prints the double k / 1000 for k = s * 1000 rounded: k has at most
  * 12 digits here, so "%1.15g" gives back exactly the decimal k / 1000,
- * without trailing zeros (DBL_DIG is 15). NULL on out of memory.
+ * without trailing zeros (DBL_DIG is 15). It is written at the end of
+ * buf (32 bytes at least); NULL when k is too large for that (then
+ * ms_item() lets cJSON print it).
  */
-static cJSON *ms_item(double s)
+static const char *ms_text(double s, char *buf, size_t size)
 {
 	double x = s * 1000 + 0.5;
-	char buf[32], *p;
+	char *p;
 	long long k;
 	int frac, n;
 
-	if (!(x < JSON_MS_MAX))
-		return cJSON_CreateNumber((double)(long long)x / 1000);
+	if (!(x < JSON_MS_MAX) || size < 32)
+		return NULL;
 	k = (long long)x;
 	frac = (int)(k % 1000);
-	p = fmt_u64(buf + sizeof(buf) - 4, (uint64_t)(k / 1000));
+	p = fmt_u64(buf + size - 4, (uint64_t)(k / 1000));
 	if (frac) {
-		char *q = buf + sizeof(buf) - 5;
+		char *q = buf + size - 5;
 
 		*q++ = '.';
 		n = frac % 10 ? 3 : frac % 100 ? 2 : 1;
@@ -118,6 +121,17 @@ static cJSON *ms_item(double s)
 			*q++ = (char)('0' + frac / div % 10);
 		*q = '\0';
 	}
+	return p;
+}
+
+static cJSON *ms_item(double s)
+{
+	char buf[32];
+	const char *p = ms_text(s, buf, sizeof(buf));
+
+	if (!p)
+		return cJSON_CreateNumber((double)(long long)(s * 1000 + 0.5) /
+					  1000);
 	return cJSON_CreateRaw(p);
 }
 
@@ -136,21 +150,6 @@ static cJSON *add_uint(cJSON *o, const char *key, uint64_t v)
 static cJSON *add_const_str(cJSON *o, const char *key, const char *s)
 {
 	return add_item(o, key, cJSON_CreateStringReference(s));
-}
-
-/* A thread's state as a string item: "?" unless printable ASCII. */
-static cJSON *state_item(char c)
-{
-	static const char *const known[] = { "R", "S", "D", "T", "t", "Z",
-					     "X", "x", "K", "W", "P", "I" };
-	char s[2] = { '?', '\0' };
-
-	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
-		if (c == known[i][0])
-			return cJSON_CreateStringReference(known[i]);
-	if (c > 0x20 && c < 0x7f)
-		s[0] = c;
-	return cJSON_CreateString(s);
 }
 
 /*
@@ -399,46 +398,213 @@ static cJSON *methods_json(const struct sw_dump *d)
 }
 
 /* One entry of "threads". */
-static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
-			  const struct lock_wait *w)
-{
-	cJSON *o = cJSON_CreateObject();
-	char reason[64];
-	bool ok;
+/*
+ * An object written as text, the very text cJSON prints unformatted, and
+ * handed over as one raw item: a thousand threads are a thousand items
+ * instead of ten thousand to make, print and free.
+ */
+struct rawobj {
+	struct buf b;
+	bool ok, first;
+};
 
-	if (!o)
-		return NULL;
-	ok = add_int(o, "tid", t->tid) && add_str(o, "name", t->name) &&
-	     add_item(o, "state", state_item(t->state)) &&
-	     add_uint(o, "utime_ms", t->utime_ms) &&
-	     add_uint(o, "stime_ms", t->stime_ms) &&
-	     add_const_str(o, "status", dump_status_name(t->status));
+static void ro_key(struct rawobj *r, const char *key)
+{
+	r->ok = r->ok && buf_adds(&r->b, r->first ? "\"" : ",\"") == 0 &&
+		buf_adds(&r->b, key) == 0 && buf_adds(&r->b, "\":") == 0;
+	r->first = false;
+}
+
+/* Adds item's text (item is freed; NULL: out of memory). */
+static void ro_item(struct rawobj *r, const char *key, cJSON *item)
+{
+	char *text;
+
+	ro_key(r, key);
+	if (!item) {
+		r->ok = false;
+		return;
+	}
+	if (cJSON_IsRaw(item)) {
+		r->ok = r->ok && buf_adds(&r->b, item->valuestring) == 0;
+	} else {
+		text = cJSON_PrintUnformatted(item);
+		r->ok = r->ok && text && buf_adds(&r->b, text) == 0;
+		cJSON_free(text);
+	}
+	cJSON_Delete(item);
+}
+
+static void ro_int(struct rawobj *r, const char *key, int64_t v)
+{
+	char s[24], *p;
+
+	if (v <= -JSON_PLAIN_MAX || v >= JSON_PLAIN_MAX) {
+		ro_item(r, key, int_item(v));
+		return;
+	}
+	p = fmt_u64(s + sizeof(s), v < 0 ? (uint64_t)-v : (uint64_t)v);
+	if (v < 0)
+		*--p = '-';
+	ro_key(r, key);
+	r->ok = r->ok && buf_adds(&r->b, p) == 0;
+}
+
+static void ro_uint(struct rawobj *r, const char *key, uint64_t v)
+{
+	char s[24];
+
+	if (v >= (uint64_t)JSON_PLAIN_MAX) {
+		ro_item(r, key, uint_item(v));
+		return;
+	}
+	ro_key(r, key);
+	r->ok = r->ok && buf_adds(&r->b, fmt_u64(s + sizeof(s), v)) == 0;
+}
+
+/*
+ * Adds s as a JSON string, escaped as cJSON escapes it: '"', '\\', the
+ * short escapes, \u00XX for the other control characters, every other
+ * byte as it is. s must be valid UTF-8 already (or a literal of ours).
+ */
+static void ro_text(struct rawobj *r, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	r->ok = r->ok && buf_adds(&r->b, "\"") == 0;
+	while (r->ok && *p) {
+		const unsigned char *q = p;
+		char esc[8];
+
+		while (*q >= 32 && *q != '"' && *q != '\\')
+			q++;
+		if (q > p)
+			r->ok = buf_add(&r->b, p, (size_t)(q - p)) == 0;
+		if (!*q || !r->ok)
+			break;
+		switch (*q) {
+		case '"':
+			strcpy(esc, "\\\"");
+			break;
+		case '\\':
+			strcpy(esc, "\\\\");
+			break;
+		case '\b':
+			strcpy(esc, "\\b");
+			break;
+		case '\f':
+			strcpy(esc, "\\f");
+			break;
+		case '\n':
+			strcpy(esc, "\\n");
+			break;
+		case '\r':
+			strcpy(esc, "\\r");
+			break;
+		case '\t':
+			strcpy(esc, "\\t");
+			break;
+		default:
+			(void)snprintf(esc, sizeof(esc), "\\u%04x", *q);
+		}
+		r->ok = buf_adds(&r->b, esc) == 0;
+		p = q + 1;
+	}
+	r->ok = r->ok && buf_adds(&r->b, "\"") == 0;
+}
+
+/* A string of ours (a literal) under key. */
+static void ro_const(struct rawobj *r, const char *key, const char *s)
+{
+	ro_key(r, key);
+	ro_text(r, s);
+}
+
+/* A string from outside under key, invalid UTF-8 bytes made '?'. */
+static void ro_str(struct rawobj *r, const char *key, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	uint32_t cp;
+	char *copy;
+	size_t i, n;
+
+	ro_key(r, key);
+	for (i = 0; p[i]; i += n)
+		if (!(n = utf8_seq(p + i, &cp)))
+			break;
+	if (!p[i]) {
+		ro_text(r, (const char *)p);
+		return;
+	}
+	copy = strdup((const char *)p);
+	if (!copy) {
+		r->ok = false;
+		return;
+	}
+	for (; copy[i]; i += n) {
+		n = utf8_seq((unsigned char *)copy + i, &cp);
+		if (!n) {
+			copy[i] = '?';
+			n = 1;
+		}
+	}
+	ro_text(r, copy);
+	free(copy);
+}
+
+/* A thread's object, written in scratch (emptied first, kept for the next). */
+static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
+			  const struct lock_wait *w, struct buf *scratch)
+{
+	struct rawobj r = { .b = *scratch, .ok = true, .first = true };
+	char reason[64], ms[32], state[2] = { '?', '\0' };
+	const char *p;
+	cJSON *item = NULL;
+
+	r.b.len = 0;
+	r.ok = buf_adds(&r.b, "{") == 0;
+	ro_int(&r, "tid", t->tid);
+	ro_str(&r, "name", t->name);
+	if (t->state > 0x20 && t->state < 0x7f)
+		state[0] = t->state; /* the letter itself, or '?' */
+	ro_const(&r, "state", state);
+	ro_uint(&r, "utime_ms", t->utime_ms);
+	ro_uint(&r, "stime_ms", t->stime_ms);
+	ro_const(&r, "status", dump_status_name(t->status));
 	if (t->status == SW_ST_OK && dump_read_name(t->read))
-		ok = ok && add_const_str(o, "method", dump_read_name(t->read));
+		ro_const(&r, "method", dump_read_name(t->read));
 	/* Cut short: by the frame cap, or where its stack copy ended. */
 	if (t->status == SW_ST_OK && (t->flags & SW_TF_TRUNCATED))
-		ok = ok && add_const_str(o, "truncated", "frames");
+		ro_const(&r, "truncated", "frames");
 	else if (t->status == SW_ST_OK && (t->flags & SW_TF_STACK_CUT))
-		ok = ok && add_const_str(o, "truncated", "stack");
+		ro_const(&r, "truncated", "stack");
 	if (t->status != SW_ST_OK)
-		ok = ok && add_str(o, "error",
-				   t->error ? t->error
-					    : default_reason(d, t, reason,
-							     sizeof(reason)));
-	if (t->status == SW_ST_OK && t->group >= 0)
-		ok = ok && add_int(o, "group", t->group);
-	else
-		ok = ok && add_item(o, "group", cJSON_CreateNull());
-	/* Milliseconds are all the samples can tell. */
-	if (t->unchanged_s >= 0)
-		ok = ok && add_item(o, "unchanged_s", ms_item(t->unchanged_s));
-	if (w && w->kind != LOCK_NONE)
-		ok = ok && add_item(o, "waiting_for", waiting_for_json(d, w));
-	if (!ok) {
-		cJSON_Delete(o);
-		return NULL;
+		ro_str(&r, "error",
+		       t->error ? t->error
+				: default_reason(d, t, reason, sizeof(reason)));
+	if (t->status == SW_ST_OK && t->group >= 0) {
+		ro_int(&r, "group", t->group);
+	} else {
+		ro_key(&r, "group");
+		r.ok = r.ok && buf_adds(&r.b, "null") == 0;
 	}
-	return o;
+	/* Milliseconds are all the samples can tell. */
+	if (t->unchanged_s >= 0) {
+		p = ms_text(t->unchanged_s, ms, sizeof(ms));
+		if (p) {
+			ro_key(&r, "unchanged_s");
+			r.ok = r.ok && buf_adds(&r.b, p) == 0;
+		} else {
+			ro_item(&r, "unchanged_s", ms_item(t->unchanged_s));
+		}
+	}
+	if (w && w->kind != LOCK_NONE)
+		ro_item(&r, "waiting_for", waiting_for_json(d, w));
+	r.ok = r.ok && buf_adds(&r.b, "}") == 0;
+	if (r.ok)
+		item = cJSON_CreateRaw(r.b.data);
+	*scratch = r.b;
+	return item;
 }
 
 /* One entry of "groups": id, count, tids, frames of its representative. */
@@ -515,6 +681,7 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 int render_json(const struct sw_dump *d, cJSON **out)
 {
 	cJSON *o = cJSON_CreateObject(), *threads, *groups;
+	struct buf scratch;
 	struct locks l;
 
 	*out = NULL;
@@ -532,14 +699,18 @@ int render_json(const struct sw_dump *d, cJSON **out)
 	threads = add_item(o, "threads", cJSON_CreateArray());
 	if (!threads)
 		goto out_delete;
+	buf_init(&scratch, (size_t)1 << 20);
 	for (size_t i = 0; i < d->nthreads; i++) {
-		cJSON *t = thread_json(d, &d->threads[i], l.w ? &l.w[i] : NULL);
+		cJSON *t = thread_json(d, &d->threads[i], l.w ? &l.w[i] : NULL,
+				       &scratch);
 
 		if (!t || !cJSON_AddItemToArray(threads, t)) {
 			cJSON_Delete(t);
+			buf_release(&scratch);
 			goto out_delete;
 		}
 	}
+	buf_release(&scratch);
 	groups = add_item(o, "groups", cJSON_CreateArray());
 	if (!groups)
 		goto out_delete;

@@ -738,6 +738,65 @@ static void test_json_numbers(void)
 	sw_dump_free(d);
 }
 
+/*
+ * Names, states and errors of every byte: the JSON is exactly what cJSON
+ * prints for the values it parses back to (a thread is written as text,
+ * not as a tree), and those values are the bytes given, invalid UTF-8
+ * made '?'.
+ */
+static void test_json_strings(void)
+{
+	struct sw_dump *d = dump_new();
+	char *s = NULL, *again = NULL, err[300];
+	cJSON *root = NULL, *threads;
+	size_t wrong = 0, n = 0;
+
+	for (int c = 1; c < 256; c += 15) {
+		char name[SW_COMM_MAX];
+		struct sw_thread *t;
+
+		for (int i = 0; i < SW_COMM_MAX - 1; i++)
+			name[i] = (char)(c + i < 256 ? c + i : '"');
+		name[SW_COMM_MAX - 1] = '\0';
+		t = add_thread(d, 100 + c, name, (char)c);
+		if (c % 2) {
+			for (int i = 0; i < 255; i++)
+				err[i] = (char)(i + 1);
+			err[255] = '\0';
+			dump_thread_set_error(t, SW_ST_ERROR, err);
+		}
+		n++;
+	}
+	TAP_OK(group_dump(d) == 0 && sw_dump_json(d, &s) == 0 && s &&
+		       (root = cJSON_Parse(s)) != NULL,
+	       "JSON of names, states and errors of every byte parses");
+	again = root ? cJSON_PrintUnformatted(root) : NULL;
+	if (s && s[0] && s[strlen(s) - 1] == '\n')
+		s[strlen(s) - 1] = '\0';
+	TAP_OK(again && s && !strcmp(again, s),
+	       "... and prints back byte for byte as cJSON prints it");
+	threads = cJSON_GetObjectItem(root, "threads");
+	for (size_t i = 0; i < n; i++) {
+		const struct sw_thread *t = &d->threads[i];
+		cJSON *o = cJSON_GetArrayItem(threads, (int)i);
+		const char *got =
+			cJSON_GetStringValue(cJSON_GetObjectItem(o, "name"));
+		const unsigned char *w = (const unsigned char *)t->name;
+		bool same = got && strlen(got) == strlen(t->name);
+
+		for (size_t k = 0; same && w[k]; k++)
+			same = (unsigned char)got[k] == w[k] ||
+			       (got[k] == '?' && w[k] >= 0x80);
+		wrong += !same;
+	}
+	TAP_OK(n && wrong == 0, "%zu names read back as given (%zu wrong)", n,
+	       wrong);
+	cJSON_free(again);
+	cJSON_Delete(root);
+	free(s);
+	sw_dump_free(d);
+}
+
 /* The dump's memory: small and large pieces, aligned, all kept. */
 static void test_dump_memory(void)
 {
@@ -1064,6 +1123,7 @@ int main(void)
 	test_across_dumps();
 	test_many();
 	test_json_numbers();
+	test_json_strings();
 	test_dump_memory();
 	test_text_edges();
 	test_text_disguise();
