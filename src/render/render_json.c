@@ -408,10 +408,30 @@ struct rawobj {
 	bool ok, first;
 };
 
+/* Appends n bytes: a copy where there is room, else through buf_add(). */
+static void ro_add(struct rawobj *r, const char *p, size_t n)
+{
+	if (!r->ok)
+		return;
+	if (r->b.data && r->b.len + n < r->b.cap) {
+		memcpy(r->b.data + r->b.len, p, n);
+		r->b.len += n;
+		r->b.data[r->b.len] = '\0';
+		return;
+	}
+	r->ok = buf_add(&r->b, p, n) == 0;
+}
+
+static void ro_adds(struct rawobj *r, const char *s)
+{
+	ro_add(r, s, strlen(s));
+}
+
 static void ro_key(struct rawobj *r, const char *key)
 {
-	r->ok = r->ok && buf_adds(&r->b, r->first ? "\"" : ",\"") == 0 &&
-		buf_adds(&r->b, key) == 0 && buf_adds(&r->b, "\":") == 0;
+	ro_add(r, r->first ? "\"" : ",\"", r->first ? 1 : 2);
+	ro_adds(r, key);
+	ro_add(r, "\":", 2);
 	r->first = false;
 }
 
@@ -426,10 +446,12 @@ static void ro_item(struct rawobj *r, const char *key, cJSON *item)
 		return;
 	}
 	if (cJSON_IsRaw(item)) {
-		r->ok = r->ok && buf_adds(&r->b, item->valuestring) == 0;
+		ro_adds(r, item->valuestring);
 	} else {
 		text = cJSON_PrintUnformatted(item);
-		r->ok = r->ok && text && buf_adds(&r->b, text) == 0;
+		r->ok = r->ok && text;
+		if (text)
+			ro_adds(r, text);
 		cJSON_free(text);
 	}
 	cJSON_Delete(item);
@@ -447,7 +469,7 @@ static void ro_int(struct rawobj *r, const char *key, int64_t v)
 	if (v < 0)
 		*--p = '-';
 	ro_key(r, key);
-	r->ok = r->ok && buf_adds(&r->b, p) == 0;
+	ro_adds(r, p);
 }
 
 static void ro_uint(struct rawobj *r, const char *key, uint64_t v)
@@ -459,7 +481,7 @@ static void ro_uint(struct rawobj *r, const char *key, uint64_t v)
 		return;
 	}
 	ro_key(r, key);
-	r->ok = r->ok && buf_adds(&r->b, fmt_u64(s + sizeof(s), v)) == 0;
+	ro_adds(r, fmt_u64(s + sizeof(s), v));
 }
 
 /*
@@ -471,7 +493,7 @@ static void ro_text(struct rawobj *r, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
 
-	r->ok = r->ok && buf_adds(&r->b, "\"") == 0;
+	ro_add(r, "\"", 1);
 	while (r->ok && *p) {
 		const unsigned char *q = p;
 		char esc[8];
@@ -479,7 +501,7 @@ static void ro_text(struct rawobj *r, const char *s)
 		while (*q >= 32 && *q != '"' && *q != '\\')
 			q++;
 		if (q > p)
-			r->ok = buf_add(&r->b, p, (size_t)(q - p)) == 0;
+			ro_add(r, (const char *)p, (size_t)(q - p));
 		if (!*q || !r->ok)
 			break;
 		switch (*q) {
@@ -507,10 +529,10 @@ static void ro_text(struct rawobj *r, const char *s)
 		default:
 			(void)snprintf(esc, sizeof(esc), "\\u%04x", *q);
 		}
-		r->ok = buf_adds(&r->b, esc) == 0;
+		ro_adds(r, esc);
 		p = q + 1;
 	}
-	r->ok = r->ok && buf_adds(&r->b, "\"") == 0;
+	ro_add(r, "\"", 1);
 }
 
 /* A string of ours (a literal) under key. */
@@ -562,7 +584,7 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 	cJSON *item = NULL;
 
 	r.b.len = 0;
-	r.ok = buf_adds(&r.b, "{") == 0;
+	ro_add(&r, "{", 1);
 	ro_int(&r, "tid", t->tid);
 	ro_str(&r, "name", t->name);
 	if (t->state > 0x20 && t->state < 0x7f)
@@ -586,21 +608,21 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 		ro_int(&r, "group", t->group);
 	} else {
 		ro_key(&r, "group");
-		r.ok = r.ok && buf_adds(&r.b, "null") == 0;
+		ro_adds(&r, "null");
 	}
 	/* Milliseconds are all the samples can tell. */
 	if (t->unchanged_s >= 0) {
 		p = ms_text(t->unchanged_s, ms, sizeof(ms));
 		if (p) {
 			ro_key(&r, "unchanged_s");
-			r.ok = r.ok && buf_adds(&r.b, p) == 0;
+			ro_adds(&r, p);
 		} else {
 			ro_item(&r, "unchanged_s", ms_item(t->unchanged_s));
 		}
 	}
 	if (w && w->kind != LOCK_NONE)
 		ro_item(&r, "waiting_for", waiting_for_json(d, w));
-	r.ok = r.ok && buf_adds(&r.b, "}") == 0;
+	ro_add(&r, "}", 1);
 	if (r.ok)
 		item = cJSON_CreateRaw(r.b.data);
 	*scratch = r.b;
