@@ -180,6 +180,9 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	rc = target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
+		/* An agent's part failed after the kernel's was unwound:
+		 * what the unwinder handed on is of no use now. */
+		modfile_pass_begin();
 		/* A changed process: target_unchanged() said so already. */
 		if (rc != REGISTRY_ECHANGED)
 			log_info("dump of pid %d failed: %s", (int)t->pid,
