@@ -115,7 +115,9 @@ size_t waitmem_fill(pid_t pid, struct sw_wait **ws, size_t n)
 	if (!v)
 		return fill_distinct(pid, ws, n);
 	d = v + n;
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	memcpy(v, ws, n * sizeof(*v));
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	qsort(v, n, sizeof(*v), cmp_addr);
 	for (size_t i = 0; i < n; i++)
 		if (!i || v[i]->addr != v[i - 1]->addr)

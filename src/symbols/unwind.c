@@ -450,6 +450,8 @@ static int report_maps(Dwfl *dwfl, const struct procmaps *pm, pid_t pid)
 				return -1;
 			continue;
 		}
+		if (!m)
+			break;
 		hi = m->end;
 		for (j = i + 1; j < pm->n && pm->v[j].ino == m->ino &&
 				pm->v[j].dev == m->dev &&
