@@ -20,8 +20,10 @@ protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libbpf-dev bpftool clang"
 # makes the core files whose lock owners tests/integration/locks.sh reads;
 # musl-tools: a musl program whose locks it refuses. libcap2-bin: capsh
 # starts a daemon without the capabilities for BPF (test_it_kread).
+# valgrind: a program under the agent is clean under memcheck
+# (tests/integration/valgrind.sh).
 testtools="clang strace prometheus curl nginx-light python3 golang-go gdb \
-musl-tools libcap2-bin"
+musl-tools libcap2-bin valgrind"
 # chromium, nodejs, npm: the browser test of the page (tests/web); a
 # NodeSource nodejs carries its own npm and conflicts with Debian's.
 web="chromium nodejs"

@@ -531,6 +531,9 @@ static void prime_handler(int signo)
 	si.si_value.sival_ptr = (void *)(uintptr_t)(1u << 8);
 	atomic_store(&handler_slots[0].word, SLOT_WORD(1, SLOT_ARMED));
 	sw_loader_depth++;
+	/* getcontext() saves no rax, which the handler reads (is this a
+	 * system call?): the rest of the context is zeroes, not garbage. */
+	memset(&uc, 0, sizeof(uc));
 	if (getcontext(&uc) == 0)
 		handler(signo, &si, &uc);
 	sw_loader_depth--;
