@@ -81,6 +81,19 @@ for p in $evil_pid $mixed_pid; do
 	wait_log "^<6>pid $p (.*) \(exited\|disconnected\)\$" ||
 		nok "the daemon logged that pid $p is gone"
 done
+# Short-lived programs under the agent (a shell loop's commands and
+# command substitutions): a process that is gone before the daemon can pin
+# or register it is no news, and is logged at debug only, not at info.
+STACKWATCH_SOCKET=$tmp/agent.sock LD_PRELOAD=$BUILD/libstackwatch-agent.so \
+	sh -c 'i=0; while [ $i -lt 200 ]; do /bin/true; x=$(echo a); i=$((i + 1)); done'
+sleep 0.5
+n=$(grep -c 'refusing' "$tmp/daemon.log")
+if [ "$n" = 0 ]; then
+	ok "200 short-lived programs under the agent: no refusal logged at info"
+else
+	nok "200 short-lived programs under the agent: no refusal logged at info" \
+		"($n: $(grep -m 1 'refusing' "$tmp/daemon.log"))"
+fi
 kill -TERM "$dpid"
 wait "$dpid"
 dpid=""
