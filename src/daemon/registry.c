@@ -287,6 +287,17 @@ static int pin_peer(int fd, pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/*
+ * Whether the other end of agent socket fd is closed: the process that
+ * connected is gone and nobody else holds its socket.
+ */
+static bool peer_closed(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLRDHUP };
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP));
+}
+
 static void accept_agents(struct registry *r)
 {
 	for (;;) {
@@ -324,9 +335,14 @@ static void accept_agents(struct registry *r)
 		p->uid = cred.uid;
 		p->pidfd = pin_peer(fd, cred.pid);
 		if (p->pidfd < 0 || procfs_start_time(cred.pid, &p->start)) {
-			log_notice("refusing an agent connection from pid %d: "
-				   "its process cannot be pinned",
-				   (int)cred.pid);
+			/* Gone already, its socket with it (a fork child
+			 * that exited or exec'd at once): no news. */
+			log_msg(peer_closed(fd) ? LOG_LVL_DEBUG
+						: LOG_LVL_NOTICE,
+				__func__,
+				"refusing an agent connection from pid %d: "
+				"its process cannot be pinned",
+				(int)cred.pid);
 			if (p->pidfd >= 0)
 				close(p->pidfd);
 			close(fd);
@@ -363,7 +379,13 @@ static void register_agent(struct registry *r, struct pending *p,
 	 */
 	if (procid_read(p->pid, &id) < 0 || !procfs_pidfd_alive(p->pidfd) ||
 	    procfs_start_time(p->pid, &start) || start != p->start) {
-		log_notice(
+		/* Gone with its socket (a short-lived process) is no news;
+		 * a socket someone else still holds, or another process
+		 * under its pid, is worth a notice. */
+		log_msg(peer_closed(fd) && !procfs_pidfd_alive(p->pidfd)
+				? LOG_LVL_DEBUG
+				: LOG_LVL_NOTICE,
+			__func__,
 			"refusing pid %d: the process that connected is gone",
 			(int)p->pid);
 		close_pending(r, p);
