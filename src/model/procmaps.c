@@ -316,7 +316,8 @@ static int read_text(int fd, struct procmaps *pm)
 	return r;
 }
 
-int procmaps_read(pid_t pid, struct procmaps *out)
+/* procmaps_read(), through the ioctl unless text_only or none is known. */
+static int read_maps(pid_t pid, bool text_only, struct procmaps *out)
 {
 	char fname[64];
 	int fd, r;
@@ -327,7 +328,8 @@ int procmaps_read(pid_t pid, struct procmaps *out)
 	if (fd < 0)
 		return -errno;
 	r = -ENOTTY;
-	if (!atomic_load_explicit(&no_query, memory_order_relaxed)) {
+	if (!text_only &&
+	    !atomic_load_explicit(&no_query, memory_order_relaxed)) {
 		r = read_query(fd, pid, out);
 		if (r == -ENOTTY || r == -EINVAL) {
 			/* No such ioctl here (EINVAL: one that knows no
@@ -348,20 +350,14 @@ int procmaps_read(pid_t pid, struct procmaps *out)
 	return r;
 }
 
+int procmaps_read(pid_t pid, struct procmaps *out)
+{
+	return read_maps(pid, false, out);
+}
+
 int procmaps_read_text(pid_t pid, struct procmaps *out)
 {
-	char fname[64];
-	int fd, r;
-
-	memset(out, 0, sizeof(*out));
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	fd = open(fname, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	r = read_text(fd, out);
-	if (r)
-		procmaps_release(out);
-	return r;
+	return read_maps(pid, true, out);
 }
 
 const struct procmap *procmaps_find(const struct procmaps *pm, uint64_t addr)
