@@ -94,6 +94,20 @@ static uint64_t interval_of(const struct scheduler *s, const struct target *t)
 	return ns;
 }
 
+/*
+ * The turn after one due at due, taken at now: one interval after the turn
+ * it was due, not after the moment a worker got to it, so the time a job
+ * waits in the queue does not add up into a slower rate. A target behind by
+ * a whole interval or more (a slow dump, a stopped process) skips the turns
+ * it missed rather than taking them in a burst.
+ */
+static uint64_t next_due(uint64_t due, uint64_t now, uint64_t interval)
+{
+	uint64_t next = due + interval;
+
+	return next > now ? next : now + interval;
+}
+
 /* Queues every due target of ts. Returns the earliest next due. */
 static uint64_t pass_list(struct scheduler *s, uint64_t now, struct target **ts,
 			  size_t n, uint64_t earliest)
@@ -375,7 +389,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		/* Clear the flag and advance the ticker before sampling. */
 		atomic_store(&t->next_due_ns,
-			     clock_now_ns() + interval_of(s, t));
+			     next_due(atomic_load(&t->next_due_ns),
+				      clock_now_ns(), interval_of(s, t)));
 		atomic_store(&t->queued, false);
 		/* The process's own user's turn for a snapshot. */
 		rc = stacks_get_flags(s->st, t,
