@@ -26,6 +26,7 @@ static const char *const status_names[SW_ST_COUNT] = {
 	[SW_ST_OK] = "ok",	     [SW_ST_TIMEOUT] = "timeout",
 	[SW_ST_EXITED] = "exited",   [SW_ST_BLOCKED] = "blocked-signal",
 	[SW_ST_SKIPPED] = "skipped", [SW_ST_ERROR] = "error",
+	[SW_ST_SECCOMP] = "seccomp", [SW_ST_LOWSTACK] = "low-stack",
 };
 
 const char *dump_method_name(enum sw_method m)

@@ -28,6 +28,8 @@ enum sw_status {
 	SW_ST_BLOCKED, /* "blocked-signal" */
 	SW_ST_SKIPPED,
 	SW_ST_ERROR,
+	SW_ST_SECCOMP,	/* "seccomp": under a seccomp mode, never signalled */
+	SW_ST_LOWSTACK, /* "low-stack": no room for a signal frame */
 	SW_ST_COUNT
 };
 
@@ -174,7 +176,8 @@ const char *dump_method_name(enum sw_method m);
 /* "signal", "kernel", "perf", "ptrace", "core"; NULL for none. */
 const char *dump_read_name(enum sw_read r);
 
-/* "ok", "timeout", "exited", "blocked-signal", "skipped", "error". */
+/* "ok", "timeout", "exited", "blocked-signal", "skipped", "error",
+ * "seccomp", "low-stack". */
 const char *dump_status_name(enum sw_status st);
 
 /* Allocates an empty dump (calloc). NULL when out of memory. */

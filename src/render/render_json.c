@@ -292,6 +292,10 @@ static const char *default_reason(const struct sw_dump *d,
 		return "the thread blocks the dump signal";
 	case SW_ST_SKIPPED:
 		return "the thread was skipped";
+	case SW_ST_SECCOMP:
+		return "the thread runs under seccomp and is never signalled";
+	case SW_ST_LOWSTACK:
+		return "the thread's stack has no room for the dump signal";
 	default:
 		return "the thread could not be dumped";
 	}
