@@ -49,6 +49,7 @@
 
 #include "agent.h"
 #include "collector/collect.h"
+#include "collector/exec.h"
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
 #include "collector/signal/sigctx.h"
@@ -383,8 +384,11 @@ static void *agent_main(void *arg)
 }
 
 /*
- * Starts the agent thread with every signal but ours blocked, so the host's
- * signals keep going to the host's threads. Under pause_lock.
+ * Starts the agent thread with every signal blocked, ours too: the host's
+ * signals keep going to the host's threads, and one sent to the process
+ * on our number by someone else is taken by a thread of the program, or
+ * stays pending, as it would without us (the thread dumps itself without
+ * a signal). Under pause_lock.
  */
 static int start_thread(void)
 {
@@ -395,7 +399,6 @@ static int start_thread(void)
 	atomic_store(&stop_word, 0);
 	atomic_store(&thread_tid, 0);
 	sigfillset(&all);
-	sigdelset(&all, collect_signal());
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
@@ -518,4 +521,6 @@ __attribute__((constructor)) static void agent_init(void)
 		return;
 	}
 	pthread_atfork(NULL, NULL, atfork_child);
+	exec_quiesce_stop = agent_pause;
+	exec_quiesce_start = agent_resume;
 }

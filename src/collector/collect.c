@@ -73,6 +73,7 @@ struct known {
 static struct known *answered;
 static size_t nanswered;
 static int last_signo; /* the signal of the dump before */
+static uint32_t last_epoch; /* handler_recheck_epoch then */
 
 /*
  * A handler's name costs a system call (PR_GET_NAME), which in a guest is
@@ -448,7 +449,7 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 
 	if (r->settled[i])
 		return 1; /* ourselves, or skipped */
-	if (r->unread[i] && !recheck)
+	if (r->unread[i] && !recheck && !waits_takes_ours(t->tid))
 		goto send;
 	r->unread[i] = false;
 	rc = procfs_read_task(r->taskfd, t->tid, &pt, &sigblk);
@@ -462,6 +463,26 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 		return 1;
 	}
 	fill_task(r, t, &pt);
+	/*
+	 * Under seccomp our signal, or a call our handler makes, may be
+	 * what the filter kills for (strict mode allows four calls): never
+	 * signalled. Nor is a thread whose wait would take our signal.
+	 */
+	if (pt.seccomp) {
+		dump_thread_set_error(t, SW_ST_SECCOMP,
+				      pt.seccomp == 1
+					      ? "the thread runs in seccomp "
+						"strict mode: not signalled"
+					      : "the thread runs under a "
+						"seccomp filter: not signalled");
+		return 1;
+	}
+	if (waits_takes_ours(t->tid)) {
+		dump_thread_set_error(t, SW_ST_BLOCKED,
+				      "the thread waits for signals, the dump "
+				      "signal among them");
+		return 1;
+	}
 	if ((pt.sigpnd & (1ull << (r->signo - 1))) &&
 	    !(sigblk & (1ull << (r->signo - 1)))) {
 		/*
@@ -944,6 +965,7 @@ static int collect_here(const struct collect_opts *opts,
 	struct run r;
 	pid_t tracer = 0;
 	uint64_t start_ns;
+	uint32_t epoch;
 	int rc, signo;
 
 	if (handler_on_stack())
@@ -972,6 +994,15 @@ static int collect_here(const struct collect_opts *opts,
 	if (r.signo != last_signo) {
 		nanswered = 0;
 		last_signo = r.signo;
+	}
+	/*
+	 * A mask that blocks our signal, a wait that takes it or a seccomp
+	 * mode since the last dump, in some thread: all read afresh too.
+	 */
+	epoch = atomic_load(&handler_recheck_epoch);
+	if (epoch != last_epoch) {
+		nanswered = 0;
+		last_epoch = epoch;
 	}
 	r.d = dump_new();
 	if (!r.d) {

@@ -27,6 +27,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/seccomp.h>
+#include <stdatomic.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +132,44 @@ SW_INTERPOSER static void release(bool held)
 	errno = err;
 }
 
+void (*exec_quiesce_stop)(void);
+void (*exec_quiesce_start)(void);
+
+/*
+ * Before a seccomp mode goes in: no dump in progress (one could signal
+ * this thread after it entered the mode, and our handler's calls are not
+ * in the program's allow-list), none of ours pending on this thread, and
+ * the dumper told to read every thread's status again, where the mode
+ * shows (collect.c never signals such a thread). For a filter given to
+ * every thread (TSYNC) the agent's thread stops first: it would be
+ * filtered too, and its calls (socket, poll, tgkill...) are not the
+ * program's. The hold is taken after the stop, which waits for a dump
+ * the thread is serving. Returns whether dumps are held off.
+ */
+SW_INTERPOSER static bool seccomp_enter(bool everyone)
+{
+	bool held;
+
+	if (everyone && exec_quiesce_stop)
+		exec_quiesce_stop();
+	held = hold();
+	atomic_fetch_add(&handler_recheck_epoch, 1);
+	return held;
+}
+
+/*
+ * After it: dumps go on (they will leave this thread alone). A TSYNC
+ * filter that went in keeps the agent's thread stopped for good; one that
+ * failed (rc not 0: -1, or the tid of a thread that could not be synced)
+ * starts it again.
+ */
+SW_INTERPOSER static void seccomp_leave(bool held, bool everyone, long rc)
+{
+	release(held);
+	if (everyone && rc != 0 && exec_quiesce_start)
+		exec_quiesce_start();
+}
+
 #define SW_STR(x) SW_STR2(x)
 #define SW_STR2(x) #x
 
@@ -191,12 +232,26 @@ SW_INTERPOSER long exec_syscall(long number, long a, long b, long c, long d,
 				long e)
 {
 	syscall_fn f = exec_resolve_syscall();
-	bool held;
+	bool held, everyone;
 	long rc;
+	int err;
 
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
+	}
+	if (number == SYS_prctl && a != PR_SET_SECCOMP)
+		return f(number, a, b, c, d, e);
+	if (number == SYS_seccomp || number == SYS_prctl) {
+		everyone = number == SYS_seccomp &&
+			   a == SECCOMP_SET_MODE_FILTER &&
+			   (b & SECCOMP_FILTER_FLAG_TSYNC);
+		held = seccomp_enter(everyone);
+		rc = f(number, a, b, c, d, e);
+		err = errno;
+		seccomp_leave(held, everyone, rc);
+		errno = err;
+		return rc;
 	}
 	held = hold();
 	rc = f(number, a, b, c, d, e);
@@ -212,6 +267,10 @@ __asm__(".section sw_interpose,\"ax\",@progbits\n"
 	"	endbr64\n"
 	"	cmpq $" SW_STR(
 		SYS_execve) ", %rdi\n"
+			    "	je 2f\n"
+			    "	cmpq $" SW_STR(SYS_seccomp) ", %rdi\n"
+			    "	je 2f\n"
+			    "	cmpq $" SW_STR(SYS_prctl) ", %rdi\n"
 			    "	je 2f\n"
 			    "	cmpq $" SW_STR(
 				    SYS_execveat) ", %rdi\n"
@@ -342,4 +401,40 @@ SW_INTERPOSER int execle(const char *path, const char *arg, ...)
 	envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(path, argv, envp);
+}
+
+/*
+ * prctl(): PR_SET_SECCOMP (strict mode, or a filter for this thread) goes
+ * in with dumps held off, as through syscall(); everything else goes
+ * straight on. Four arguments are read whether or not the caller passed
+ * them, as libc's own prctl() does.
+ */
+SW_INTERPOSER int prctl(int option, ...)
+{
+	static int (*real_prctl)(int, ...);
+	unsigned long a2, a3, a4, a5;
+	bool held;
+	va_list ap;
+	int rc, err;
+
+	va_start(ap, option);
+	a2 = va_arg(ap, unsigned long);
+	a3 = va_arg(ap, unsigned long);
+	a4 = va_arg(ap, unsigned long);
+	a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (!real_prctl)
+		*(void **)&real_prctl = dlsym(RTLD_NEXT, "prctl");
+	if (!real_prctl) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (option != PR_SET_SECCOMP)
+		return real_prctl(option, a2, a3, a4, a5);
+	held = seccomp_enter(false);
+	rc = real_prctl(option, a2, a3, a4, a5);
+	err = errno;
+	seccomp_leave(held, false, rc);
+	errno = err;
+	return rc;
 }

@@ -1,6 +1,6 @@
 /*
- * exec.h - the exec family and syscall(), held off while a dump signals
- * (exec.c). The interposers themselves are libc's names.
+ * exec.h - the exec family, seccomp and syscall(), held off while a dump
+ * signals (exec.c). The interposers themselves are libc's names.
  */
 #ifndef SW_COLLECTOR_EXEC_H
 #define SW_COLLECTOR_EXEC_H
@@ -10,5 +10,14 @@
  * constructor, and from the collector before its first dump.
  */
 void exec_guard_init(void);
+
+/*
+ * Set by the agent (NULL in the library): stop its thread before a
+ * seccomp filter is given to every thread of the process (TSYNC), and
+ * start it again should that fail. After one that went in, the thread
+ * stays stopped.
+ */
+extern void (*exec_quiesce_stop)(void);
+extern void (*exec_quiesce_start)(void);
 
 #endif /* SW_COLLECTOR_EXEC_H */

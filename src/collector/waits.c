@@ -1,22 +1,28 @@
 /*
  * waits.c - the calls that wait for signals or install a mask while they
- * wait, made to behave as if our signal did not exist.
+ * wait, made exactly as the program asked, and kept out of our dumps' way.
  *
- * A thread in sigwait() with a full set would take our signal as one it
- * waited for: our handler would not run (a timeout) and the program would
- * be handed a signal it never expected. A thread in ppoll(), pselect() or
- * epoll_pwait() with a full mask, sigsuspend() too, could not be dumped
- * while it waits. So our signal leaves every set a thread waits on and
- * every mask a wait installs (sigmask_filter()).
+ * The sets and masks are the program's (sigmask.c says why): a thread that
+ * blocks our signal is never signalled, so a wait with a mask that blocks
+ * it is never cut short by us, and a signal someone else sends on our
+ * number reaches the program's sigwaitinfo(), sigtimedwait() or signalfd
+ * as it would without us.
  *
- * Our signal then interrupts the wait like any handled signal, and these
- * calls are never restarted by the kernel (signal(7)): they would fail
- * with EINTR where the program, blocking everything, expected none. So
- * when our handler ran during the call (handler_tls.runs moved), the call
- * is made again with what is left of its timeout; an EINTR that another
- * handler caused alone is returned as it came (one that came in the same
- * instant as ours is not: the kernel does not say which handlers ran).
- * glibc's sigwait already retries; sigsuspend() is not made again.
+ * Two things are left to do here. A thread in sigwait(), sigwaitinfo() or
+ * sigtimedwait() on a set that holds our signal shows it unblocked while it
+ * waits (the kernel opens the set for the wait), yet a signal of ours
+ * would be taken by the wait, not by our handler: such a thread is marked
+ * for the dumper (waits_takes_ours()) before the wait starts, and should a
+ * signal of ours reach the wait all the same (sent on a look at the
+ * thread taken just before), the wait drops it and goes on. And a wait
+ * whose mask lets our signal through (ppoll(), pselect(), epoll_pwait()
+ * with a mask that opens it) is interrupted by our handler like by any
+ * handled signal, and these calls are never restarted by the kernel
+ * (signal(7)): when our handler ran during the call (handler_tls.runs
+ * moved), the call is made again with what is left of its timeout; an
+ * EINTR that another handler caused alone is returned as it came (one
+ * that came in the same instant as ours is not: the kernel does not say
+ * which handlers ran). sigsuspend() is not made again.
  *
  * Not signal context: these run on the program's threads as calls.
  */
@@ -26,12 +32,16 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/signalfd.h>
 #include <time.h>
 
+#include "collector/signal/handler.h"
 #include "collector/signal/sigctx.h"
 #include "collector/signal/sigmask.h"
 #include "model/clock.h"
@@ -71,10 +81,65 @@ void waits_init(void)
 	next_fn(&real_epoll_pwait2, "epoll_pwait2");
 }
 
-/* The set without our signal (it is "added to" the wait). */
-static const sigset_t *without_ours(const sigset_t *set, sigset_t *copy)
+/* Notes what set says of our signal (sigmask.c) and passes it on. */
+static const sigset_t *noted(const sigset_t *set)
 {
-	return sigmask_filter(SIG_BLOCK, set, copy);
+	sigmask_note(SIG_BLOCK, set);
+	return set;
+}
+
+/*
+ * The threads in a wait that takes our signal, by tid; 0 for a free
+ * entry. Past WAITS_TAKERS of them at once a thread is not marked, and a
+ * signal of ours that its wait takes is dropped (the dumper then reports
+ * it "timeout").
+ */
+#define WAITS_TAKERS 256
+static _Atomic pid_t takers[WAITS_TAKERS];
+static _Atomic int ntakers;
+
+/* Marks this thread when set holds our signal. The entry, or -1. */
+static int taker_enter(const sigset_t *set)
+{
+	int signo = handler_signo;
+	pid_t tid;
+
+	if (signo <= 0 || !set || sigismember(set, signo) != 1)
+		return -1;
+	tid = (pid_t)syscall(SYS_gettid);
+	atomic_fetch_add(&ntakers, 1);
+	for (int i = 0; i < WAITS_TAKERS; i++) {
+		pid_t none = 0;
+
+		if (atomic_compare_exchange_strong(&takers[i], &none, tid))
+			return i;
+	}
+	atomic_fetch_sub(&ntakers, 1);
+	return -1;
+}
+
+static void taker_leave(int i)
+{
+	if (i < 0)
+		return;
+	atomic_store(&takers[i], 0);
+	atomic_fetch_sub(&ntakers, 1);
+}
+
+bool waits_takes_ours(pid_t tid)
+{
+	if (atomic_load(&ntakers) <= 0)
+		return false;
+	for (int i = 0; i < WAITS_TAKERS; i++)
+		if (atomic_load(&takers[i]) == tid)
+			return true;
+	return false;
+}
+
+/* Whether a wait's result rc, with its siginfo si, is a signal of ours. */
+static bool took_ours(int rc, const siginfo_t *si)
+{
+	return rc > 0 && rc == handler_signo && handler_sent_by_us(si);
 }
 
 /*
@@ -111,51 +176,80 @@ static void retry_begin(struct retry *r, const struct timespec *timeout)
 	r->runs = handler_tls.runs;
 }
 
+static bool retry_left(struct retry *r);
+
 static bool retry_again(struct retry *r, long rc)
+{
+	if (rc >= 0 || errno != EINTR || handler_tls.runs == r->runs || r->once)
+		return false;
+	r->runs = handler_tls.runs;
+	return retry_left(r);
+}
+
+/*
+ * Before a wait is made again after it took a signal of ours: what is
+ * left of its timeout. Always true (a wait with nothing left returns at
+ * once, as the program's would have).
+ */
+static bool retry_left(struct retry *r)
 {
 	uint64_t now, left;
 
-	if (rc >= 0 || errno != EINTR || handler_tls.runs == r->runs || r->once)
-		return false;
-	if (r->timeout) {
+	if (r->timeout && !r->once) {
 		now = clock_now_ns();
 		left = r->deadline > now ? r->deadline - now : 0;
 		r->left.tv_sec = (time_t)(left / 1000000000ull);
 		r->left.tv_nsec = (long)(left % 1000000000ull);
 	}
-	r->runs = handler_tls.runs;
 	return true;
 }
 
+/*
+ * sigwait() by way of libc's sigwaitinfo(), which tells whose signal it
+ * took; like glibc's own, it never fails with EINTR.
+ */
 SW_INTERPOSER int sigwait(const sigset_t *set, int *sig)
 {
-	int (*f)(const sigset_t *, int *);
-	sigset_t copy;
+	int (*f)(const sigset_t *, siginfo_t *);
+	siginfo_t si;
+	int rc, taker;
 
-	*(void **)&f = next_fn(&real_sigwait, "sigwait");
+	*(void **)&f = next_fn(&real_sigwaitinfo, "sigwaitinfo");
 	if (!f)
 		return ENOSYS;
-	return f(without_ours(set, &copy), sig);
+	taker = taker_enter(noted(set));
+	do
+		rc = f(set, &si);
+	while ((rc < 0 && errno == EINTR) || took_ours(rc, &si));
+	taker_leave(taker);
+	if (rc < 0)
+		return errno;
+	*sig = rc;
+	return 0;
 }
 
 SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
 	int (*f)(const sigset_t *, siginfo_t *);
-	const sigset_t *s;
+	siginfo_t mine;
 	struct retry r;
-	sigset_t copy;
-	int rc;
+	int rc, taker, err;
 
 	*(void **)&f = next_fn(&real_sigwaitinfo, "sigwaitinfo");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
 	}
-	s = without_ours(set, &copy);
+	if (!info)
+		info = &mine;
+	taker = taker_enter(noted(set));
 	retry_begin(&r, NULL);
 	do
-		rc = f(s, info);
-	while (retry_again(&r, rc));
+		rc = f(set, info);
+	while (retry_again(&r, rc) || took_ours(rc, info));
+	err = errno;
+	taker_leave(taker);
+	errno = err;
 	return rc;
 }
 
@@ -163,21 +257,29 @@ SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
 			       const struct timespec *timeout)
 {
 	int (*f)(const sigset_t *, siginfo_t *, const struct timespec *);
-	const sigset_t *s;
+	siginfo_t mine;
 	struct retry r;
-	sigset_t copy;
-	int rc;
+	int rc, taker, err;
 
 	*(void **)&f = next_fn(&real_sigtimedwait, "sigtimedwait");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
 	}
-	s = without_ours(set, &copy);
+	if (!info)
+		info = &mine;
+	taker = taker_enter(noted(set));
 	retry_begin(&r, timeout);
 	do
-		rc = f(s, info, r.timeout);
-	while (retry_again(&r, rc));
+		rc = f(set, info, r.timeout);
+	while (retry_again(&r, rc) || (took_ours(rc, info) && retry_left(&r)));
+	err = errno;
+	taker_leave(taker);
+	errno = err;
+	if (took_ours(rc, info)) { /* the time ran out meanwhile */
+		errno = EAGAIN;
+		return -1;
+	}
 	return rc;
 }
 
@@ -190,27 +292,25 @@ SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
 SW_INTERPOSER int sigsuspend(const sigset_t *mask)
 {
 	int (*f)(const sigset_t *);
-	sigset_t copy;
 
 	*(void **)&f = next_fn(&real_sigsuspend, "sigsuspend");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return f(without_ours(mask, &copy));
+	return f(noted(mask));
 }
 
 SW_INTERPOSER int signalfd(int fd, const sigset_t *mask, int flags)
 {
 	int (*f)(int, const sigset_t *, int);
-	sigset_t copy;
 
 	*(void **)&f = next_fn(&real_signalfd, "signalfd");
 	if (!f) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return f(fd, without_ours(mask, &copy), flags);
+	return f(fd, noted(mask), flags);
 }
 
 SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
@@ -220,7 +320,6 @@ SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
 		 const sigset_t *);
 	const sigset_t *m;
 	struct retry r;
-	sigset_t copy;
 	int rc;
 
 	*(void **)&f = next_fn(&real_ppoll, "ppoll");
@@ -228,7 +327,7 @@ SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
 		errno = ENOSYS;
 		return -1;
 	}
-	m = without_ours(mask, &copy);
+	m = noted(mask);
 	retry_begin(&r, timeout);
 	do
 		rc = f(fds, nfds, r.timeout, m);
@@ -244,7 +343,6 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	fd_set r0, w0, e0;
 	const sigset_t *m;
 	struct retry r;
-	sigset_t copy;
 	int rc;
 
 	*(void **)&f = next_fn(&real_pselect, "pselect");
@@ -252,7 +350,7 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 		errno = ENOSYS;
 		return -1;
 	}
-	m = without_ours(mask, &copy);
+	m = noted(mask);
 	/* The sets are the caller's question; asked again as they were. */
 	if (rd)
 		r0 = *rd;
@@ -281,7 +379,6 @@ SW_INTERPOSER int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents,
 	struct timespec ts = { timeout / 1000, (timeout % 1000) * 1000000L };
 	const sigset_t *m;
 	struct retry r;
-	sigset_t copy;
 	int rc;
 
 	*(void **)&f = next_fn(&real_epoll_pwait, "epoll_pwait");
@@ -289,7 +386,7 @@ SW_INTERPOSER int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents,
 		errno = ENOSYS;
 		return -1;
 	}
-	m = without_ours(mask, &copy);
+	m = noted(mask);
 	/* In ms, rounded up on the way back: never ends before its time. */
 	retry_begin(&r, timeout >= 0 ? &ts : NULL);
 	do
@@ -311,7 +408,6 @@ SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
 		 const sigset_t *);
 	const sigset_t *m;
 	struct retry r;
-	sigset_t copy;
 	int rc;
 
 	*(void **)&f = next_fn(&real_epoll_pwait2, "epoll_pwait2");
@@ -319,7 +415,7 @@ SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
 		errno = ENOSYS;
 		return -1;
 	}
-	m = without_ours(mask, &copy);
+	m = noted(mask);
 	retry_begin(&r, timeout);
 	do
 		rc = f(epfd, ev, maxevents, r.timeout, m);

@@ -317,7 +317,7 @@ int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
 {
 	const char *name = procfs_status_value(buf, len, "Name");
 	const char *state = procfs_status_value(buf, len, "State");
-	const char *end = buf + len;
+	const char *end = buf + len, *mode;
 	size_t n = 0;
 
 	if (!name || !state || state >= end)
@@ -331,6 +331,11 @@ int procfs_parse_status_task(const char *buf, size_t len, struct procfs_task *t,
 	t->stime_ticks = 0;
 	if (procfs_parse_status_hex(buf, len, "SigPnd", &t->sigpnd) < 0)
 		t->sigpnd = 0;
+	/* 1 strict, 2 filter; a kernel without seccomp has no line. */
+	t->seccomp = 0;
+	mode = procfs_status_value(buf, len, "Seccomp");
+	if (mode && mode < end && *mode >= '0' && *mode <= '9')
+		t->seccomp = *mode - '0';
 	return procfs_parse_status_hex(buf, len, "SigBlk", sigblk);
 }
 

@@ -22,6 +22,7 @@ struct procfs_task {
 	uint64_t stime_ticks;
 	uint64_t sigpnd; /* signals pending for the thread itself (status) */
 	uint64_t start_ticks; /* since boot; 0 when the line stops short */
+	int seccomp; /* status's "Seccomp:" mode, 0 none (or no such line) */
 };
 
 /* Parses the text of /proc/PID/task/TID/stat. 0 or SW_EFORMAT. */

@@ -352,8 +352,7 @@ static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
 	h->ticket = -1;
 }
 
-/* Whether si is a signal our dumper sent (a cookie it issued). */
-static bool sent_by_us(const siginfo_t *si)
+bool handler_sent_by_us(const siginfo_t *si)
 {
 	uint64_t cookie = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
 	uint64_t gen = cookie >> 8;
@@ -379,7 +378,7 @@ static bool pass_on(int signo, siginfo_t *si, ucontext_t *uc)
 {
 	uint64_t old = 1ull << (signo - 1);
 	int now = handler_signo;
-	bool foreign = !sent_by_us(si);
+	bool foreign = !handler_sent_by_us(si);
 
 	if (!foreign && ((uint64_t)(uintptr_t)si->si_value.sival_ptr & 0xff) !=
 				HANDLER_COOKIE_MIGRATE)
@@ -397,6 +396,31 @@ static bool pass_on(int signo, siginfo_t *si, ucontext_t *uc)
 		sys_call3(SYS_rt_sigqueueinfo, sys_call0(SYS_getpid), signo,
 			  si);
 	return true;
+}
+
+/*
+ * A signal on our current one that our dumper did not send: someone else's
+ * kill(), sigqueue() or tgkill(). Without us the signal's disposition
+ * would be the default one (signo.c takes only a signal left at SIG_DFL,
+ * and gives it up when the program installs its own handler or names it in
+ * a mask), whose action for a real-time signal is to end the process. So
+ * that is done: the default put back and the same siginfo sent to this
+ * thread again, to be delivered the moment the handler returns. A dump's
+ * signal on another thread meanwhile ends the process the same way, which
+ * is what was to happen. Async-signal-safe.
+ */
+static void foreign_default(int signo, siginfo_t *si)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} dfl = { 0 }; /* the kernel's struct sigaction (SIG_DFL = 0) */
+
+	sys_call4(SYS_rt_sigaction, signo, &dfl, NULL, sizeof(uint64_t));
+	sys_call4(SYS_rt_tgsigqueueinfo, sys_call0(SYS_getpid),
+		  sys_call0(SYS_gettid), signo, si);
 }
 
 /*
@@ -418,6 +442,11 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 	h->runs++;
 	if (signo != handler_signo && signo_is_retired(signo) &&
 	    pass_on(signo, si, ctx)) {
+		*err = saved_errno;
+		return;
+	}
+	if (signo == handler_signo && !handler_sent_by_us(si)) {
+		foreign_default(signo, si);
 		*err = saved_errno;
 		return;
 	}
@@ -588,6 +617,12 @@ static void install(void)
 	sigdelset(&sa.sa_mask, SIGILL);
 	sigdelset(&sa.sa_mask, SIGFPE);
 	sigdelset(&sa.sa_mask, SIGTRAP);
+	/*
+	 * And SIGSYS: a seccomp filter that traps a call of ours (getrusage,
+	 * say) for the program's handler to emulate would otherwise kill,
+	 * the kernel forcing the default action on a blocked SIGSYS.
+	 */
+	sigdelset(&sa.sa_mask, SIGSYS);
 	/*
 	 * glibc's sigfillset leaves out its own SIGCANCEL (32) and SIGSETXID
 	 * (33); set by hand. Asynchronous cancellation would otherwise end a

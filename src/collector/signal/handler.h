@@ -12,6 +12,8 @@
 #ifndef SW_HANDLER_H
 #define SW_HANDLER_H
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +30,12 @@ int handler_install(void);
 
 /* The installed signal, or 0. */
 int handler_signal(void);
+
+/*
+ * Whether si is a signal our dumper sent (a cookie it issued), not one
+ * of the program's or anyone else's on the same number. Async-signal-safe.
+ */
+bool handler_sent_by_us(const siginfo_t *si);
 
 /* 0 when our handler is still the one installed, else SW_EHANDLER. */
 int handler_check(void);

@@ -137,6 +137,15 @@ extern _Atomic uint64_t handler_gen_first, handler_gen_next;
 #define HANDLER_COOKIE_MIGRATE 0xffu
 
 /*
+ * Counts the events after which a thread that answered the last dump may
+ * no longer take our signal safely: a mask that blocks it applied through
+ * libc (sigmask.c), a wait that takes it (collector/waits.c), a seccomp
+ * mode entered (collector/exec.c). The dumper, seeing it moved, reads
+ * every thread's /proc entries again before signalling it (collect.c).
+ */
+extern _Atomic uint32_t handler_recheck_epoch;
+
+/*
  * Our signal, or 0: set before any signal is sent, changed only when the
  * program claims it and we move to another (signo.c).
  */

@@ -1,15 +1,20 @@
 /*
- * sigmask.c - keeps the dump signal deliverable, and keeps the handler
- * free of mask system calls.
+ * sigmask.c - takes note of the masks a program sets, and keeps the
+ * handler free of mask system calls.
  *
- * Many servers block every signal in their workers and take signals in one
- * thread with sigwait() or a signalfd; inherited by every worker, that mask
- * would make them all undumpable. We define sigprocmask and pthread_sigmask
- * (ahead of libc: LD_PRELOAD, or linked) and take our signal out of any set
- * being blocked. Our handler takes no lock and touches no application
- * state, so this cannot defeat the application's reason for masking. A
- * thread that blocks it by raw system call is still seen (SigBlk) and
- * reported "blocked-signal".
+ * The program's mask is the program's: a thread that blocks our signal
+ * (many servers block every signal in their workers and take signals in
+ * one thread with sigwait() or a signalfd) keeps it blocked, and the
+ * dumper never signals it while it does (collect.c: its SigBlk is read
+ * first); the daemon reads such a thread from the kernel instead, or it is
+ * reported "blocked-signal". A signal of ours let through a mask that
+ * blocked it would cut a wait short (EINTR) where the program had made
+ * sure nothing could, and a signal someone else sends on ours would not
+ * stay pending as the program expects. So we define sigprocmask and
+ * pthread_sigmask (ahead of libc: LD_PRELOAD, or linked) only to notice:
+ * a set that names our signal makes it the program's (signo.c), and a set
+ * that blocks it tells the dumper that a thread it signalled without
+ * reading /proc last time must be read again first.
  *
  * Inside our handler every other signal is already blocked by the kernel
  * (the handler's sa_mask), so the masking libunwind does around its locks
@@ -63,18 +68,18 @@ static bool in_libunwind(uintptr_t caller)
 	return caller >= unwind_text_lo && caller < unwind_text_hi;
 }
 
-const sigset_t *sigmask_filter(int how, const sigset_t *set, sigset_t *copy)
+void sigmask_note(int how, const sigset_t *set)
 {
 	int signo = handler_signo;
 
 	if (!set || how == SIG_UNBLOCK)
-		return set;
+		return;
 	if (signo <= 0) {
 		signo_note(set); /* before we choose: not one of those */
-		return set;
+		return;
 	}
 	if (!sigismember(set, signo))
-		return set;
+		return;
 	/*
 	 * Named as such, the signal is the program's: we move to another
 	 * and it gets its own as it asked.
@@ -82,11 +87,9 @@ const sigset_t *sigmask_filter(int how, const sigset_t *set, sigset_t *copy)
 	if (signo_named(set, signo)) {
 		signo = signo_yield(signo);
 		if (signo <= 0 || !sigismember(set, signo))
-			return set;
+			return;
 	}
-	*copy = *set;
-	sigdelset(copy, signo);
-	return copy;
+	atomic_fetch_add(&handler_recheck_epoch, 1);
 }
 
 void sigmask_init(void)
@@ -113,8 +116,6 @@ static bool in_handler(uintptr_t caller, sigset_t *old)
 SW_INTERPOSER int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
 	mask_fn f;
-	sigset_t copy;
-
 	uintptr_t caller = CALLER();
 
 	if (in_handler(caller, old))
@@ -124,17 +125,14 @@ SW_INTERPOSER int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		errno = ENOSYS;
 		return -1;
 	}
-	/* libunwind masking around its locks keeps ours masked too. */
-	return f(how,
-		 in_libunwind(caller) ? set : sigmask_filter(how, set, &copy),
-		 old);
+	if (!in_libunwind(caller))
+		sigmask_note(how, set);
+	return f(how, set, old);
 }
 
 SW_INTERPOSER int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	mask_fn f;
-	sigset_t copy;
-
 	uintptr_t caller = CALLER();
 
 	if (in_handler(caller, old))
@@ -142,8 +140,7 @@ SW_INTERPOSER int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	f = resolve(&real_pthread_sigmask, "pthread_sigmask");
 	if (!f)
 		return ENOSYS;
-	/* libunwind masking around its locks keeps ours masked too. */
-	return f(how,
-		 in_libunwind(caller) ? set : sigmask_filter(how, set, &copy),
-		 old);
+	if (!in_libunwind(caller))
+		sigmask_note(how, set);
+	return f(how, set, old);
 }

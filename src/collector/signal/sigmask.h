@@ -1,7 +1,7 @@
 /*
  * sigmask.h - our sigprocmask and pthread_sigmask (see sigmask.c): the
- * dump signal is never blocked through libc, and inside our handler the
- * calls cost nothing.
+ * program's masks are its own; we take note of what they say of our
+ * signal, and inside our handler the calls cost nothing.
  */
 #ifndef SW_SIGMASK_H
 #define SW_SIGMASK_H
@@ -12,11 +12,14 @@
 void sigmask_init(void);
 
 /*
- * The set a caller asked to block (how SIG_BLOCK or SIG_SETMASK; also a
- * set to wait on, or a mask a wait installs), minus our signal: set
- * itself when it does not hold it, else *copy so changed. NULL stays
- * NULL. Async-signal-safe.
+ * Takes note of a set a caller blocks (how SIG_BLOCK or SIG_SETMASK; also
+ * a set a thread waits on, or a mask a wait installs): a set that names
+ * our signal among a few makes it the program's (signo.c moves us to
+ * another); one that holds it among everything moves
+ * handler_recheck_epoch, so the dumper reads the threads' masks again
+ * before it signals them. The set itself is never changed. NULL and
+ * SIG_UNBLOCK are nothing to note. Async-signal-safe.
  */
-const sigset_t *sigmask_filter(int how, const sigset_t *set, sigset_t *copy);
+void sigmask_note(int how, const sigset_t *set);
 
 #endif /* SW_SIGMASK_H */
