@@ -1,15 +1,19 @@
 /*
  * test_masked_waits.c - threads that wait with every signal blocked are
- * dumped, and never see a dump.
+ * never signalled, and never see a dump; one whose wait opens the mask
+ * is dumped, and its wait never fails because of it.
  *
  * Servers block every signal and wait for some in sigwaitinfo() or
  * sigtimedwait(), or wait for I/O in ppoll(), pselect() or epoll_pwait()
- * with a full mask. Our signal must reach each of them (so every dump
- * has them "ok", not "blocked-signal"), and none of the calls may fail
- * with EINTR because of it: they are made again with what is left of
- * their timeout. A sigtimedwait() with a 300 ms timeout, dumped every
- * 10 ms, still times out (EAGAIN), not before 300 ms and not much after.
- * Then each waiter gets what it waits for and must return it.
+ * with a full mask. The program's mask is the program's: our signal must
+ * not reach any of them (every dump has them "blocked-signal"; the daemon
+ * reads them from the kernel instead), and none of the calls may fail
+ * with EINTR because of it. A thread that blocks everything but waits in
+ * ppoll() with an empty mask takes our signal while it waits: it is
+ * dumped "ok", and its ppoll() is made again with what is left of its
+ * timeout. A sigtimedwait() with a 300 ms timeout, dumped every 10 ms,
+ * still times out (EAGAIN), not before 300 ms and not much after. Then
+ * each waiter gets what it waits for and must return it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,11 +41,12 @@ enum {
 	W_PPOLL,
 	W_PSELECT,
 	W_EPOLL_PWAIT,
+	W_PPOLL_OPEN, /* every signal blocked, none while it waits */
 	NWAITERS
 };
 static const char *const wname[NWAITERS] = { "sigtimedwait", "sigwaitinfo",
 					     "ppoll", "pselect",
-					     "epoll_pwait" };
+					     "epoll_pwait", "ppoll(open)" };
 
 struct waiter {
 	pthread_t th;
@@ -51,7 +56,7 @@ struct waiter {
 };
 
 static struct waiter w[NWAITERS];
-static sigset_t all;
+static sigset_t all, none;
 static atomic_int short_timeouts, long_timeouts, timed_calls, timed_bad;
 static atomic_bool stop_timed;
 
@@ -87,10 +92,13 @@ static void *waiter_main(void *arg)
 			rc = sigtimedwait(&usr1, NULL, &long_time);
 			break;
 		case W_SIGWAITINFO:
-			rc = sigwaitinfo(&usr1, NULL);
+			rc = sigwaitinfo(&all, NULL) /* ours among them */;
 			break;
 		case W_PPOLL:
 			rc = ppoll(&p, 1, NULL, &all);
+			break;
+		case W_PPOLL_OPEN:
+			rc = ppoll(&p, 1, NULL, &none);
 			break;
 		case W_PSELECT:
 			FD_ZERO(&rd);
@@ -145,6 +153,7 @@ int main(void)
 	pthread_t timed;
 
 	sigfillset(&all);
+	sigemptyset(&none);
 	/* Installed first, as the agent would be: masks set before it are
 	 * the program's own business. */
 	sw_dump_opts_init(&o);
@@ -184,10 +193,16 @@ int main(void)
 		tu_sleep_ms(10);
 	}
 	for (int i = 0; i < NWAITERS; i++) {
-		TAP_OK(dumped[i] == DUMPS,
-		       "%s with every signal blocked: dumped %d of %d times "
-		       "(%d blocked-signal)",
-		       wname[i], dumped[i], DUMPS, blocked[i]);
+		if (i == W_PPOLL_OPEN)
+			TAP_OK(dumped[i] == DUMPS,
+			       "%s, its mask open while it waits: dumped %d of "
+			       "%d times (%d blocked-signal)",
+			       wname[i], dumped[i], DUMPS, blocked[i]);
+		else
+			TAP_OK(blocked[i] == DUMPS,
+			       "%s with every signal blocked: never signalled, "
+			       "blocked-signal %d of %d times (%d dumped)",
+			       wname[i], blocked[i], DUMPS, dumped[i]);
 		TAP_OK(atomic_load(&w[i].eintr) == 0 &&
 			       atomic_load(&w[i].other) == 0 &&
 			       atomic_load(&w[i].got) == 0,
