@@ -3,20 +3,20 @@
  * only the threads that ran since the sample before.
  *
  * A daemon with --no-kernel-reads samples fixtures/ran_target every
- * 100 ms. Its sleeper thread waits in poll() and nanosleep() of 60 s and
- * counts the calls a signal cut short (EINTR); its busy thread spins.
- * Once sampling has settled (the sleeper's first sample reads it fresh),
- * over about 2.5 s of samples:
+ * 100 ms. Its sleeper thread waits in poll() of 60 s, its napper thread
+ * in nanosleep() of 60 s, and both count the calls a signal cut short
+ * (EINTR); its busy thread spins. Once sampling has settled (the first
+ * sample reads every thread fresh), over about 2.5 s of samples:
  *
- *  - the sleeper's calls never return early, while samples keep coming
- *    (last_sample_at in /api/v1/targets advances);
+ *  - no call of the sleeper or the napper returns early, while samples
+ *    keep coming (last_sample_at in /api/v1/targets advances);
  *  - a periodic sample (served to a request that meets it in flight or
- *    just published) has the sleeper with "reused": true, its stack the
- *    same, unchanged_s rising, and the busy thread read fresh by signal;
- *  - the rolling profile of the samples has the sleeper's stack in every
- *    sample, and stackwatch_threads_reused_total rises;
- *  - an on-demand dump that is not served from a sample reads the sleeper
- *    fresh (no "reused"), and so cuts its call short: the documented
+ *    just published) has both with "reused": true, their stacks their
+ *    own, unchanged_s rising, and the busy thread read fresh by signal;
+ *  - the rolling profile of the samples has both stacks in every sample,
+ *    and stackwatch_threads_reused_total rises;
+ *  - an on-demand dump that is not served from a sample reads them fresh
+ *    (no "reused"), and so cuts their calls short: the documented
  *    behaviour of the signal path.
  */
 #include <poll.h>
@@ -31,7 +31,7 @@
 struct prog {
 	pid_t pid;
 	int out, in;
-	pid_t sleeper, busy;
+	pid_t sleeper, napper, busy;
 };
 
 /* A line of p's into buf within ms: true, false at EOF or timeout. */
@@ -57,17 +57,15 @@ static bool read_line_within(struct prog *p, char *buf, size_t size, long ms)
 	}
 }
 
-/* The sleeper's early returns so far, or -1. */
-static long early_returns(struct prog *p)
+/* The early returns of poll and of nanosleep so far: true, or false. */
+static bool early_returns(struct prog *p, long n[2])
 {
 	char line[64];
-	long n;
 
-	if (write(p->in, "?\n", 2) != 2 ||
-	    !read_line_within(p, line, sizeof(line), WAIT_MS) ||
-	    sscanf(line, "eintr %ld", &n) != 1)
-		return -1;
-	return n;
+	n[0] = n[1] = -1;
+	return write(p->in, "?\n", 2) == 2 &&
+	       read_line_within(p, line, sizeof(line), WAIT_MS) &&
+	       sscanf(line, "eintr %ld %ld", &n[0], &n[1]) == 2;
 }
 
 /* p's last_sample_at in /api/v1/targets into buf ("" when none). */
@@ -166,7 +164,20 @@ static cJSON *dump_where(const struct itest_daemon *d, struct prog *p,
 	return NULL;
 }
 
-/* Whether some frame of th's stack is in function fn. */
+/* The frames of thread th of doc: its group's. */
+static const cJSON *frames_of(const cJSON *doc, const cJSON *th)
+{
+	const cJSON *g = cJSON_GetObjectItem(th, "group");
+
+	if (!cJSON_IsNumber(g))
+		return NULL;
+	return cJSON_GetObjectItem(
+		cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "groups"),
+				   (int)g->valuedouble),
+		"frames");
+}
+
+/* Whether some frame of frames is in function fn. */
 static bool stack_has(const cJSON *frames, const char *fn)
 {
 	const cJSON *f;
@@ -185,17 +196,20 @@ static void check_sample(const struct itest_daemon *d, struct prog *p)
 {
 	cJSON *doc = dump_where(d, p, true, WAIT_MS);
 	const cJSON *s = thread_of(doc, p->sleeper);
+	const cJSON *n = thread_of(doc, p->napper);
 	const cJSON *b = thread_of(doc, p->busy);
 	const cJSON *u = cJSON_GetObjectItem(s, "unchanged_s");
 
 	TAP_OK(doc != NULL,
 	       "a periodic sample has the sleeper marked \"reused\": true");
-	TAP_OK(s && method_is(s, "signal") &&
-		       stack_has(cJSON_GetObjectItem(s, "frames"),
-				 "sleeper_wait"),
-	       "its reused stack is its own (method signal, in sleeper_wait)");
+	TAP_OK(n && is_reused(n), "and the napper too");
+	TAP_OK(s && n && method_is(s, "signal") && method_is(n, "signal") &&
+		       stack_has(frames_of(doc, s), "sleeper_wait") &&
+		       stack_has(frames_of(doc, n), "sleeper_wait"),
+	       "their reused stacks are their own (method signal, in "
+	       "sleeper_wait)");
 	TAP_OK(cJSON_IsNumber(u) && u->valuedouble >= 1.0,
-	       "its stack counts as unchanged across reused samples "
+	       "a reused stack counts as unchanged across samples "
 	       "(unchanged_s %.3f)",
 	       cJSON_IsNumber(u) ? u->valuedouble : -1.0);
 	TAP_OK(b && method_is(b, "signal") && !is_reused(b),
@@ -220,9 +234,9 @@ static void check_profile(const struct itest_daemon *d, struct prog *p)
 			count += cJSON_GetNumberValue(
 				cJSON_GetObjectItem(g, "count"));
 	}
-	TAP_OK(samples >= 5 && count == samples,
-	       "the sleeper's stack is in each of the last 2 s's samples "
-	       "(%.0f of %.0f)",
+	TAP_OK(samples >= 5 && count == 2 * samples,
+	       "both sleeping stacks are in each of the last 2 s's samples "
+	       "(%.0f thread-samples of %.0f samples)",
 	       count, samples);
 	cJSON_Delete(doc);
 }
@@ -230,7 +244,7 @@ static void check_profile(const struct itest_daemon *d, struct prog *p)
 static void test_sampling(const struct itest_daemon *d, struct prog *p)
 {
 	double reused0, reused1;
-	long before, after;
+	long before[2], after[2];
 	int seen;
 
 	/* The first samples read the sleeper fresh: one early return. */
@@ -238,7 +252,7 @@ static void test_sampling(const struct itest_daemon *d, struct prog *p)
 		       SETTLE_SAMPLES,
 	       "the target is sampled");
 	reused0 = itest_metric(d, "stackwatch_threads_reused_total");
-	before = early_returns(p);
+	early_returns(p, before);
 	{
 		long end = itest_now_ms() + WINDOW_MS;
 
@@ -247,14 +261,17 @@ static void test_sampling(const struct itest_daemon *d, struct prog *p)
 			seen += wait_samples(d, p->pid, 1,
 					     end - itest_now_ms());
 	}
-	after = early_returns(p);
+	early_returns(p, after);
 	reused1 = itest_metric(d, "stackwatch_threads_reused_total");
 	TAP_OK(seen >= 10, "samples keep coming: %d in %d ms", seen, WINDOW_MS);
-	TAP_OK(before >= 0 && after == before,
-	       "no early return of the sleeper's calls over %d samples "
-	       "(%ld, %ld before)",
-	       seen, after - before, before);
-	TAP_OK(reused1 - reused0 >= seen,
+	TAP_OK(before[0] >= 0 && after[0] == before[0],
+	       "no early return of poll() over %d samples (%ld, %ld before)",
+	       seen, after[0] - before[0], before[0]);
+	TAP_OK(before[1] >= 0 && after[1] == before[1],
+	       "no early return of nanosleep() over %d samples (%ld, %ld "
+	       "before)",
+	       seen, after[1] - before[1], before[1]);
+	TAP_OK(reused1 - reused0 >= 2 * seen,
 	       "stackwatch_threads_reused_total rose by %.0f",
 	       reused1 - reused0);
 	check_profile(d, p);
@@ -263,20 +280,22 @@ static void test_sampling(const struct itest_daemon *d, struct prog *p)
 
 static void test_on_demand(const struct itest_daemon *d, struct prog *p)
 {
-	long before, after;
+	long before[2], after[2];
 	cJSON *doc;
-	const cJSON *s;
+	const cJSON *s, *n;
 
 	wait_samples(d, p->pid, 3, WAIT_MS);
-	before = early_returns(p);
+	early_returns(p, before);
 	doc = dump_where(d, p, false, WAIT_MS);
 	s = thread_of(doc, p->sleeper);
-	after = early_returns(p);
-	TAP_OK(s && method_is(s, "signal") && !is_reused(s),
-	       "an on-demand dump reads the sleeper fresh, by signal");
-	TAP_OK(before >= 0 && after > before,
-	       "and so cuts its call short (%ld early returns)",
-	       after - before);
+	n = thread_of(doc, p->napper);
+	early_returns(p, after);
+	TAP_OK(s && n && method_is(s, "signal") && !is_reused(s) &&
+		       method_is(n, "signal") && !is_reused(n),
+	       "an on-demand dump reads the sleepers fresh, by signal");
+	TAP_OK(before[0] >= 0 && after[0] > before[0] && after[1] > before[1],
+	       "and so cuts their calls short (%ld, %ld early returns)",
+	       after[0] - before[0], after[1] - before[1]);
 	cJSON_Delete(doc);
 }
 
@@ -315,7 +334,8 @@ int main(void)
 	}
 	p.pid = itest_spawn_io(&d, argv, &p.out, &p.in);
 	if (p.pid > 0 && read_line_within(&p, line, sizeof(line), WAIT_MS) &&
-	    sscanf(line, "ready %d %d", &p.sleeper, &p.busy) == 2 &&
+	    sscanf(line, "ready %d %d %d", &p.sleeper, &p.napper, &p.busy) ==
+		    3 &&
 	    itest_wait_registered(&d, p.pid, WAIT_MS)) {
 		test_sampling(&d, &p);
 		test_on_demand(&d, &p);
