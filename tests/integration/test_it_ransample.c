@@ -5,23 +5,24 @@
  * A daemon with --no-kernel-reads samples fixtures/ran_target every
  * 100 ms. Its sleeper thread waits in poll() of 60 s, its napper thread
  * in nanosleep() of 60 s, and both count the calls a signal cut short
- * (EINTR); its busy thread spins. Once sampling has settled (the first
- * sample reads every thread fresh), over about 2.5 s of samples:
+ * (EINTR); its busy thread spins. The first sample reads every thread
+ * fresh; then:
  *
- *  - no call of the sleeper or the napper returns early, while samples
- *    keep coming (last_sample_at in /api/v1/targets advances);
  *  - a periodic sample (served to a request that meets it in flight or
  *    just published) has both with "reused": true, their stacks their
  *    own, unchanged_s rising, and the busy thread read fresh by signal;
- *  - the rolling profile of the samples has both stacks in every sample,
- *    and stackwatch_threads_reused_total rises;
- *  - an on-demand dump that is not served from a sample reads them fresh
- *    (no "reused"), and so cuts their calls short: the documented
- *    behaviour of the signal path.
+ *  - over the next 2.5 s of samples no call of the sleeper or the napper
+ *    returns early, while samples keep coming (last_sample_at in
+ *    /api/v1/targets advances) and stackwatch_threads_reused_total rises;
+ *  - the rolling profile of the samples has both stacks in every sample;
+ *  - an on-demand dump taken afterwards reads them fresh (no "reused"),
+ *    and so cuts their calls short: the documented behaviour of the
+ *    signal path.
  */
 #include <poll.h>
 
 #include "itest.h"
+#include "render/render.h"
 #include "tap.h"
 
 #define WAIT_MS 15000
@@ -136,10 +137,11 @@ static bool method_is(const cJSON *th, const char *m)
 
 /*
  * Dumps of p until one whose sleeper is reused (want true: a periodic
- * sample) or not (false: a fresh read), within ms. The answer, or NULL.
+ * sample) or not (false: a fresh read), within ms, and taken after
+ * `after` (render_iso_time(); NULL: any). The answer, or NULL.
  */
 static cJSON *dump_where(const struct itest_daemon *d, struct prog *p,
-			 bool want, long ms)
+			 bool want, const char *after, long ms)
 {
 	char url[64];
 
@@ -147,7 +149,7 @@ static cJSON *dump_where(const struct itest_daemon *d, struct prog *p,
 	for (long end = itest_now_ms() + ms; itest_now_ms() < end;) {
 		int status;
 		cJSON *doc;
-		const cJSON *th;
+		const cJSON *th, *at;
 
 		/* Right after a sample is published, or while it is taken:
 		 * the request is served that sample. */
@@ -155,7 +157,10 @@ static cJSON *dump_where(const struct itest_daemon *d, struct prog *p,
 			wait_samples(d, p->pid, 1, 2000);
 		doc = itest_get_json(d, url, &status);
 		th = doc ? thread_of(doc, p->sleeper) : NULL;
-		if (th && status == 200 && is_reused(th) == want)
+		at = cJSON_GetObjectItem(doc, "collected_at");
+		if (th && status == 200 && is_reused(th) == want &&
+		    (!after || (cJSON_IsString(at) &&
+				strcmp(at->valuestring, after) > 0)))
 			return doc;
 		cJSON_Delete(doc);
 		if (!want)
@@ -192,9 +197,14 @@ static bool stack_has(const cJSON *frames, const char *fn)
 	return false;
 }
 
-static void check_sample(const struct itest_daemon *d, struct prog *p)
+/*
+ * Checks a periodic sample of p: both sleepers reused, the sleeper's
+ * stack unchanged for at least min_s, the busy thread read fresh.
+ */
+static void check_sample(const struct itest_daemon *d, struct prog *p,
+			 double min_s)
 {
-	cJSON *doc = dump_where(d, p, true, WAIT_MS);
+	cJSON *doc = dump_where(d, p, true, NULL, WAIT_MS);
 	const cJSON *s = thread_of(doc, p->sleeper);
 	const cJSON *n = thread_of(doc, p->napper);
 	const cJSON *b = thread_of(doc, p->busy);
@@ -208,10 +218,10 @@ static void check_sample(const struct itest_daemon *d, struct prog *p)
 		       stack_has(frames_of(doc, n), "sleeper_wait"),
 	       "their reused stacks are their own (method signal, in "
 	       "sleeper_wait)");
-	TAP_OK(cJSON_IsNumber(u) && u->valuedouble >= 1.0,
+	TAP_OK(cJSON_IsNumber(u) && u->valuedouble >= min_s,
 	       "a reused stack counts as unchanged across samples "
-	       "(unchanged_s %.3f)",
-	       cJSON_IsNumber(u) ? u->valuedouble : -1.0);
+	       "(unchanged_s %.3f, at least %.1f)",
+	       cJSON_IsNumber(u) ? u->valuedouble : -1.0, min_s);
 	TAP_OK(b && method_is(b, "signal") && !is_reused(b),
 	       "the busy thread, which ran, is read fresh by signal");
 	cJSON_Delete(doc);
@@ -247,10 +257,12 @@ static void test_sampling(const struct itest_daemon *d, struct prog *p)
 	long before[2], after[2];
 	int seen;
 
-	/* The first samples read the sleeper fresh: one early return. */
+	/* The first samples read the sleepers fresh: one early return. */
 	TAP_OK(wait_samples(d, p->pid, SETTLE_SAMPLES, WAIT_MS) ==
 		       SETTLE_SAMPLES,
 	       "the target is sampled");
+	/* From a sample that reused them on, nothing signals them. */
+	check_sample(d, p, 0.1);
 	reused0 = itest_metric(d, "stackwatch_threads_reused_total");
 	early_returns(p, before);
 	{
@@ -275,18 +287,22 @@ static void test_sampling(const struct itest_daemon *d, struct prog *p)
 	       "stackwatch_threads_reused_total rose by %.0f",
 	       reused1 - reused0);
 	check_profile(d, p);
-	check_sample(d, p);
+	/* The watchdog's measure: the same stack for the whole window. */
+	check_sample(d, p, WINDOW_MS / 1000.0);
 }
 
 static void test_on_demand(const struct itest_daemon *d, struct prog *p)
 {
 	long before[2], after[2];
+	struct timespec now;
+	char at[48];
 	cJSON *doc;
 	const cJSON *s, *n;
 
-	wait_samples(d, p->pid, 3, WAIT_MS);
 	early_returns(p, before);
-	doc = dump_where(d, p, false, WAIT_MS);
+	clock_gettime(CLOCK_REALTIME, &now);
+	render_iso_time(&now, at, sizeof(at));
+	doc = dump_where(d, p, false, at, WAIT_MS);
 	s = thread_of(doc, p->sleeper);
 	n = thread_of(doc, p->napper);
 	early_returns(p, after);
