@@ -163,7 +163,7 @@ int ran_skip(const struct ran *r, pid_t pid, pid_t **skip, size_t *nskip)
 /* Thread e as it was read, marked reused; 0 or -ENOMEM. */
 static int put_back(const struct ran_thread *e, struct sw_thread *t)
 {
-	t->ips = malloc((e->nips ? e->nips : 1) * sizeof(*t->ips));
+	t->ips = calloc(e->nips ? e->nips : 1, sizeof(*t->ips));
 	if (!t->ips)
 		return -ENOMEM;
 	memcpy(t->ips, e->ips, e->nips * sizeof(*t->ips));
@@ -256,7 +256,7 @@ static bool same_stack(const struct sw_thread *t, const struct ran_thread *e)
 static int keep(const struct sw_thread *t, const struct figures *f,
 		struct ran_thread *e)
 {
-	e->ips = malloc(t->nips * sizeof(*e->ips));
+	e->ips = calloc(t->nips ? t->nips : 1, sizeof(*e->ips));
 	if (!e->ips)
 		return -ENOMEM;
 	memcpy(e->ips, t->ips, t->nips * sizeof(*e->ips));
@@ -280,7 +280,7 @@ static int keep(const struct sw_thread *t, const struct figures *f,
 static bool keepable(const struct sw_thread *t)
 {
 	return t->status == SW_ST_OK && t->read == SW_READ_SIGNAL &&
-	       t->nips > 0 && !t->wait;
+	       t->nips > 0 && t->nips <= SW_MAX_FRAMES && !t->wait;
 }
 
 void ran_update(struct ran **r, pid_t pid, const struct sw_dump *d)
