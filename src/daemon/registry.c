@@ -24,11 +24,11 @@
 #include "collector/signal/handler.h"
 #include "gate.h"
 #include "kept.h"
-#include "ran.h"
 #include "log.h"
 #include "nspid.h"
 #include "ptracer.h"
 #include "model/procfs.h"
+#include "ran.h"
 #include "registry.h"
 #include "model/wire.h"
 
