@@ -28,6 +28,7 @@
 #include "nspid.h"
 #include "ptracer.h"
 #include "model/procfs.h"
+#include "ran.h"
 #include "registry.h"
 #include "model/wire.h"
 
@@ -118,6 +119,7 @@ void target_put(struct target *t)
 		t->hooks->svc_free(t->svc);
 	pthread_mutex_destroy(&t->io_lock);
 	kept_free(t->kept);
+	ran_free(t->ran);
 	free(t->rx);
 	free(t->cmdline);
 	free(t);
@@ -1457,11 +1459,50 @@ static int dump_agent_kernel(struct target *t, const struct asker *who,
 }
 
 /*
- * target_dump_raw() and target_dump_raw_skip(): skip[0..nskip) is
- * ascending and unique, and empty unless t can leave threads out.
+ * An agent's process sampled without the kernel path: the threads that
+ * have not run since the last sample read them are left out of the
+ * request (no signal) and put back as they were then (ran.h); what this
+ * read finds asleep where it was caught is kept for the next.
+ */
+static int dump_agent_ran(struct target *t, const struct asker *who,
+			  int timeout_ms, struct sw_dump **out)
+{
+	pid_t *skip = NULL;
+	size_t nskip = 0;
+	int rc;
+
+	pthread_mutex_lock(&t->io_lock);
+	rc = ran_skip(t->ran, t->pid, &skip, &nskip);
+	pthread_mutex_unlock(&t->io_lock);
+	if (rc < 0)
+		return rc;
+	rc = dump_agent(t, who, timeout_ms, skip, nskip, out);
+	if (rc == 0 && !*out)
+		rc = SW_EFORMAT; /* answered with nothing */
+	pthread_mutex_lock(&t->io_lock);
+	if (rc == 0)
+		rc = ran_fill(t->ran, skip, nskip, *out);
+	if (rc >= 0) {
+		ran_update(&t->ran, t->pid, *out);
+		rc = 0;
+	}
+	pthread_mutex_unlock(&t->io_lock);
+	free(skip);
+	if (rc < 0) {
+		sw_dump_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+/*
+ * target_dump_raw(), target_dump_raw_skip() and target_dump_raw_sample():
+ * skip[0..nskip) is ascending and unique, and empty unless t can leave
+ * threads out; sample: a periodic sample's read.
  */
 static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
-		    const pid_t *skip, size_t nskip, struct sw_dump **out)
+		    const pid_t *skip, size_t nskip, bool sample,
+		    struct sw_dump **out)
 {
 	int rc;
 
@@ -1485,6 +1526,8 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		 (rc = dump_agent_kernel(t, who, timeout_ms, out)) !=
 			 -EOPNOTSUPP)
 		; /* read from the kernel, the rest by the agent */
+	else if (sample && !nskip && (t->features & WIRE_FEAT_SKIP))
+		rc = dump_agent_ran(t, who, timeout_ms, out);
 	else
 		rc = dump_agent(t, who, timeout_ms, skip, nskip, out);
 	gate_held(false); /* dump_agent_kernel() held it for both parts */
@@ -1500,7 +1543,13 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		    struct sw_dump **out)
 {
-	return dump_raw(t, who, timeout_ms, NULL, 0, out);
+	return dump_raw(t, who, timeout_ms, NULL, 0, false, out);
+}
+
+int target_dump_raw_sample(struct target *t, const struct asker *who,
+			   int timeout_ms, struct sw_dump **out)
+{
+	return dump_raw(t, who, timeout_ms, NULL, 0, true, out);
 }
 
 int target_dump_raw_skip(struct target *t, const struct asker *who,
@@ -1530,7 +1579,7 @@ int target_dump_raw_skip(struct target *t, const struct asker *who,
 	for (size_t i = 0; i < nskip; i++)
 		if (n == 0 || set[i] != set[n - 1])
 			set[n++] = set[i];
-	rc = dump_raw(t, who, timeout_ms, set, n, out);
+	rc = dump_raw(t, who, timeout_ms, set, n, false, out);
 	free(set);
 	return rc;
 }

@@ -68,6 +68,7 @@ struct target {
 	size_t rx_cap;
 	size_t rx_skip;	     /* bytes of a message given up on, still to come */
 	struct kept *kept;   /* the last kernel read's threads; under io_lock */
+	struct ran *ran;     /* the last sample's signal reads; under io_lock */
 	struct target *next; /* registry list */
 };
 
@@ -198,6 +199,15 @@ int target_unchanged(struct target *t, struct procid *now);
  */
 int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		    struct sw_dump **out);
+
+/*
+ * target_dump_raw() for a periodic sample: where the kernel path is not
+ * used, an agent's threads that have not been on a CPU since the last
+ * sample read them are not signalled, and their stacks of then are put
+ * back, marked SW_TF_REUSED (ran.h). Everything else as target_dump_raw().
+ */
+int target_dump_raw_sample(struct target *t, const struct asker *who,
+			   int timeout_ms, struct sw_dump **out);
 
 /*
  * target_dump_raw(), leaving out the threads skip[0..nskip) (tids as the

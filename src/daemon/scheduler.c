@@ -393,9 +393,9 @@ static void *worker_main(void *arg)
 				      clock_now_ns(), interval_of(s, t)));
 		atomic_store(&t->queued, false);
 		/* The process's own user's turn for a snapshot. */
-		rc = stacks_get_flags(s->st, t,
-				      &(struct asker){ .uid = t->uid },
-				      s->timeout_ms, STACKS_NOWAIT, &sd);
+		rc = stacks_get_flags(
+			s->st, t, &(struct asker){ .uid = t->uid },
+			s->timeout_ms, STACKS_NOWAIT | STACKS_SAMPLE, &sd);
 		if (rc == 0)
 			feed_runs(s, t, sd);
 		if (rc < 0 && rc != -EBUSY)

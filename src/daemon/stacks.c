@@ -157,9 +157,10 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 		if (st == SW_ST_OK && (d->threads[i].flags & SW_TF_REUSED))
 			atomic_fetch_add(&s->m.reused, 1);
 		/* Exactly the ok-by-signal and timed-out threads were
-		 * signalled. */
+		 * signalled, but for those whose last read was reused. */
 		if (d->method == SW_METHOD_AGENT &&
-		    ((st == SW_ST_OK && d->threads[i].read == SW_READ_SIGNAL) ||
+		    ((st == SW_ST_OK && d->threads[i].read == SW_READ_SIGNAL &&
+		      !(d->threads[i].flags & SW_TF_REUSED)) ||
 		     st == SW_ST_TIMEOUT))
 			atomic_fetch_add(&s->m.signals_sent, 1);
 	}
@@ -168,8 +169,10 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 static void name_jit_frames(struct stacks *s, struct target *t,
 			    struct sw_dump *d);
 
-int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
-		int timeout_ms, bool symbols, struct sw_dump **out)
+/* stacks_dump(); sample: a periodic sample's (target_dump_raw_sample()). */
+static int dump_symbolized(struct stacks *s, struct target *t,
+			   const struct asker *who, int timeout_ms,
+			   bool symbols, bool sample, struct sw_dump **out)
 {
 	uint64_t start = clock_now_ns(), sym_start;
 	struct sw_dump *d = NULL;
@@ -177,7 +180,8 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 
 	*out = NULL;
 	modfile_pass_begin();
-	rc = target_dump_raw(t, who, timeout_ms, &d);
+	rc = sample ? target_dump_raw_sample(t, who, timeout_ms, &d)
+		    : target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
 		/* An agent's part failed after the kernel's was unwound:
@@ -224,6 +228,12 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	}
 	*out = d;
 	return 0;
+}
+
+int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
+		int timeout_ms, bool symbols, struct sw_dump **out)
+{
+	return dump_symbolized(s, t, who, timeout_ms, symbols, false, out);
 }
 
 void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
@@ -549,9 +559,12 @@ static int remember(struct stacks *s, struct target *t, struct sdump *sd,
 	return 0;
 }
 
-/* Takes a fresh dump of t and publishes it; called with dump_lock free. */
+/*
+ * Takes a fresh dump of t (a periodic sample's with STACKS_SAMPLE in
+ * flags) and publishes it; called with dump_lock free.
+ */
 static int fresh_dump(struct stacks *s, struct target *t,
-		      const struct asker *who, int timeout_ms,
+		      const struct asker *who, int timeout_ms, int flags,
 		      struct sdump **out)
 {
 	struct sw_dump *d = NULL;
@@ -560,7 +573,8 @@ static int fresh_dump(struct stacks *s, struct target *t,
 	size_t nsame = registry_count_uid(s->reg, t->uid);
 	int rc;
 
-	rc = stacks_dump(s, t, who, timeout_ms, true, &d);
+	rc = dump_symbolized(s, t, who, timeout_ms, true,
+			     (flags & STACKS_SAMPLE) != 0, &d);
 	if (rc == 0) {
 		sd = calloc(1, sizeof(*sd));
 		if (!sd) {
@@ -668,7 +682,7 @@ int stacks_get_flags(struct stacks *s, struct target *t,
 	t->svc->dumping = true;
 	t->svc->last_attempt_ns = now;
 	pthread_mutex_unlock(&t->svc->dump_lock);
-	return fresh_dump(s, t, who, timeout_ms, out);
+	return fresh_dump(s, t, who, timeout_ms, flags, out);
 }
 
 #define MANY_HELPERS 63	     /* threads of one all-target dump, its own aside */

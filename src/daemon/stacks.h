@@ -167,6 +167,13 @@ int stacks_get(struct stacks *s, struct target *t, const struct asker *who,
  * worker however often it falls due).
  */
 #define STACKS_NOWAIT 0x1
+/*
+ * STACKS_SAMPLE: a periodic sample's dump (target_dump_raw_sample()):
+ * without the kernel path, the threads that have not run since the last
+ * sample are not signalled, their stacks reused. A dump served from the
+ * cache or one in flight is whatever that one was.
+ */
+#define STACKS_SAMPLE 0x2
 int stacks_get_flags(struct stacks *s, struct target *t,
 		     const struct asker *who, int timeout_ms, int flags,
 		     struct sdump **out);

@@ -599,6 +599,11 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 	ro_const(&r, "status", dump_status_name(t->status));
 	if (t->status == SW_ST_OK && dump_read_name(t->read))
 		ro_const(&r, "method", dump_read_name(t->read));
+	/* Not read again: it had not run since the read whose stack this is. */
+	if (t->status == SW_ST_OK && (t->flags & SW_TF_REUSED)) {
+		ro_key(&r, "reused");
+		ro_add(&r, "true", 4);
+	}
 	/* Cut short: by the frame cap, or where its stack copy ended. */
 	if (t->status == SW_ST_OK && (t->flags & SW_TF_TRUNCATED))
 		ro_const(&r, "truncated", "frames");
