@@ -10,10 +10,48 @@
  * The agent never exits, aborts, blocks the host's start-up or writes to
  * stdout. When it cannot install itself it writes one line to stderr and
  * stays inert. Without a daemon it retries with backoff (100 ms doubling
- * to 5 s). After fork() the child closes its copy of the parent's
- * connection (else the daemon would never see the parent go) and starts
- * its own agent thread; after exec() the socket is gone (O_CLOEXEC) and a
- * re-loaded agent starts anew.
+ * to 5 s).
+ *
+ * The thread has a descriptor table of its own, empty when it starts
+ * (close_range(CLOSE_RANGE_UNSHARE)), and its connection lives there
+ * alone. A program owns its descriptor numbers: it may close any of them
+ * or put its own file on any with dup2(), numbers it never opened
+ * included (a daemon closes every one from 3 up as it detaches). On a
+ * table shared with the program, a check that a number is still our
+ * socket and the send() or read() after it could never be one step: in
+ * between, the program could put its own socket there, and a dump (its
+ * stacks) went into it, or the agent read its data. Locks and
+ * interposers of close(), dup2(), dup3(), close_range() and their
+ * syscall() forms would close that gap only for calls made through them,
+ * at a cost on every close() of a server, and only against callers that
+ * had seen our current number: one that read it a moment before we took
+ * a new number (at connect time) still closed ours. With tables apart the
+ * kernel keeps them apart: no call of the program, through libc or not,
+ * can name our socket, close it or put anything in its place, and no
+ * call of ours can reach the program's files; its close() and dup2() are
+ * libc's own. What that decides:
+ * - A program that closes everything (a loop over 3..1023, close_range())
+ *   closes only its own descriptors; the agent stays registered on the
+ *   connection it had, as an agent should, and the program never sees
+ *   our socket among its descriptors (/proc/PID/fd); it is under
+ *   /proc/PID/task/TID/fd of the thread.
+ * - fork() and vfork() copy the calling thread's table, which never held
+ *   our socket: a child has nothing of the parent's connection (else the
+ *   daemon would never see the parent go) and starts its own agent
+ *   thread; exec() ends the thread and its table with it, and a
+ *   re-loaded agent starts anew.
+ * - Nothing can wake the thread out of a poll() on its socket by closing
+ *   or shutting it down: agent_pause() wakes it with a signal of ours
+ *   instead, sent until the thread is gone, since one sent just before
+ *   the thread went into poll() is lost; poll() also returns every
+ *   WAIT_SLICE_MS (a wake that could not be delivered). Our transfers
+ *   never block outside poll().
+ * - A kernel without CLOSE_RANGE_UNSHARE (before 5.9) gets the table by
+ *   unshare(CLONE_FILES), a copy of the program's that the thread empties
+ *   at once: for those microseconds its files have one more holder (a
+ *   pipe's reader sees the end of a file a moment later). A thread that
+ *   can have neither (a seccomp filter) never connects: it says so once
+ *   on stderr and ends.
  *
  * The program's stacks, command line and name go only to a daemon run by
  * root or by the program's own effective uid. A socket at the default
@@ -29,6 +67,7 @@
  * their way.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -44,6 +83,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/close_range.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +94,7 @@
 #include "collector/signal/futex.h"
 #include "collector/signal/handler.h"
 #include "collector/signal/sigctx.h"
+#include "collector/signal/sys.h"
 #include "model/clock.h"
 #include "model/paths.h"
 #include "model/procfs.h"
@@ -65,6 +107,14 @@
 /* How long agent_pause() waits for the kernel to forget the thread. */
 #define GONE_WAIT_MS 200
 
+/* The longest the thread sleeps in poll() before it looks again. */
+#define WAIT_SLICE_MS 5000
+/* The slice once the thread blocks our signal too (sync_mask()). */
+#define QUIET_SLICE_MS 50
+
+/* agent_pause()'s wakes: 1 ms apart at first, at most this much. */
+#define WAKE_MAX_MS 64
+
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int agent_signo; /* nonzero once the handler is installed */
 static int told_signo;	/* the signal the daemon was last told */
@@ -74,15 +124,13 @@ static pid_t agent_pid; /* the process the thread belongs to */
 static bool sock_is_default;
 
 /*
- * The thread and its connection. conn_lock guards conn (with the identity
- * of the socket, so that a descriptor the program closed and reused is
- * never taken for ours) and is held only for moments; pause_lock
- * serializes starting and stopping the thread.
+ * The thread and its connection: conn is a number in the thread's own
+ * descriptor table, used by the thread alone. pause_lock serializes
+ * starting and stopping the thread.
  */
-static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
 static int conn = -1;
-static dev_t conn_dev;
-static ino_t conn_ino;
+static int thread_signo;    /* the thread's: the one signal it leaves open */
+static _Atomic int waiting; /* 1: the thread is in (or going into) poll() */
 
 static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool running; /* under pause_lock: a thread exists */
@@ -117,62 +165,142 @@ static bool wait_stop(unsigned ms)
 	return stopping();
 }
 
-/* Whether fd is still the socket we opened (the program may close and
- * reuse descriptor numbers). Under conn_lock. */
-static bool conn_is_ours(int fd)
+/*
+ * Empties the thread's descriptor table of whatever fds it took from the
+ * table it copied (unshare(CLONE_FILES) of a kernel before 5.9).
+ */
+static void close_copies(void)
 {
-	struct stat st;
+	DIR *d = opendir("/proc/thread-self/fd");
+	struct dirent *e;
 
-	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-	       st.st_dev == conn_dev && st.st_ino == conn_ino;
+	if (!d) {
+		for (int fd = 0; fd < 65536; fd++)
+			close(fd);
+		return;
+	}
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && atoi(e->d_name) != dirfd(d))
+			close(atoi(e->d_name));
+	closedir(d);
+}
+
+/*
+ * Gives the calling thread (the agent's, as it starts) a descriptor table
+ * of its own, empty, so that its connection is out of the program's
+ * reach and the program's files out of ours (the opening comment). Raw
+ * system calls: unshare() is an interposer of ours (isolate.c) that
+ * would stop this very thread. Returns 0, or a negative errno with the
+ * table still the program's.
+ */
+static int own_table(void)
+{
+	long rc = sys_call3(SYS_close_range, 0, ~0U, CLOSE_RANGE_UNSHARE);
+
+	if (rc == 0)
+		return 0;
+	rc = sys_call2(SYS_unshare, CLONE_FILES, 0);
+	if (rc < 0)
+		return (int)rc;
+	close_copies();
+	return 0;
+}
+
+/*
+ * Keeps the one signal the thread leaves open the collector's current
+ * one (it moves when the program claims ours, signo.c), so that
+ * agent_pause() can wake the thread with it. Raw calls: the mask
+ * interposers (sigmask.c) would not let us block a signal of ours.
+ */
+static void sync_mask(void)
+{
+	int now = collect_signal();
+	uint64_t set;
+
+	if (atomic_load(&handler_quiet_closed))
+		now = 0; /* closed for good: woken by the clock */
+	if (now < 0 || now > 64 || now == thread_signo)
+		return;
+	if (now > 0) {
+		set = 1ull << (now - 1);
+		sys_call4(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL,
+			  sizeof(set));
+	}
+	if (thread_signo > 0 && thread_signo <= 64) {
+		set = 1ull << (thread_signo - 1);
+		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &set, NULL,
+			  sizeof(set));
+	}
+	thread_signo = now;
+}
+
+/*
+ * Waits until fd is ready for events, a wake, or WAIT_SLICE_MS: 0 for the
+ * caller to try again, -ECANCELED when the thread is asked to stop. The
+ * flag waiting and stop_word are written and read in opposite orders
+ * here and in agent_pause(), sequentially consistent: either this sees
+ * the stop and never sleeps, or agent_pause() sees the flag and wakes it.
+ */
+static int wait_io(int fd, short events)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int rc = 0;
+
+	sync_mask();
+	atomic_store(&waiting, 1);
+	if (atomic_load(&stop_word))
+		rc = -ECANCELED;
+	else if (poll(&p, 1,
+		      atomic_load(&handler_quiet_closed) ? QUIET_SLICE_MS
+							 : WAIT_SLICE_MS) < 0 &&
+		 errno != EINTR)
+		rc = -errno;
+	atomic_store(&waiting, 0);
+	if (rc == 0 && stopping())
+		rc = -ECANCELED;
+	return rc;
+}
+
+/*
+ * Sends (out) or receives n bytes at p over the connection fd. The
+ * transfers never block: the thread waits in wait_io() alone, where
+ * agent_pause() can wake it. Returns 0, -ECONNRESET when the daemon
+ * closed the connection, -ECANCELED when the thread is asked to stop, or
+ * the error.
+ */
+static int transfer(int fd, uint8_t *p, size_t n, bool out)
+{
+	while (n > 0) {
+		ssize_t r = out ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT)
+				: recv(fd, p, n, MSG_DONTWAIT);
+		int rc;
+
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		rc = wait_io(fd, out ? POLLOUT : POLLIN);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 static int write_all(int fd, const uint8_t *p, size_t n)
 {
-	bool ours;
-
-	pthread_mutex_lock(&conn_lock);
-	ours = fd == conn && conn_is_ours(fd);
-	pthread_mutex_unlock(&conn_lock);
-	if (!ours)
-		return -EBADF;
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return transfer(fd, (uint8_t *)p, n, true);
 }
 
 static int read_all(int fd, uint8_t *p, size_t n)
 {
-	bool ours;
-
-	pthread_mutex_lock(&conn_lock);
-	ours = fd == conn && conn_is_ours(fd);
-	pthread_mutex_unlock(&conn_lock);
-	if (!ours)
-		return -EBADF;
-	while (n > 0) {
-		ssize_t r = read(fd, p, n);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -ECONNRESET;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	return transfer(fd, p, n, false);
 }
 
 /*
@@ -187,7 +315,6 @@ static int connect_daemon(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uid_t euid = geteuid();
-	struct stat st;
 	int fd, err;
 
 	if (sock_is_default) {
@@ -198,39 +325,40 @@ static int connect_daemon(void)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	/* Our table starts empty: keep a stray write to stderr off the wire. */
+	if (fd <= STDERR_FILENO) {
+		int high = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+
+		close(fd);
+		if (high < 0)
+			return -errno;
+		fd = high;
+	}
 	memcpy(sa.sun_path, sock_path, sizeof(sa.sun_path));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    fstat(fd, &st) < 0) {
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		err = -errno;
 		goto out_close;
 	}
 	err = sockcheck_peer(fd, euid, NULL);
 	if (err < 0)
 		goto out_close;
-	pthread_mutex_lock(&conn_lock);
 	if (stopping()) {
-		pthread_mutex_unlock(&conn_lock);
-		close(fd);
-		return -ECANCELED;
+		err = -ECANCELED;
+		goto out_close;
 	}
 	conn = fd;
-	conn_dev = st.st_dev;
-	conn_ino = st.st_ino;
-	pthread_mutex_unlock(&conn_lock);
 	return fd;
 out_close:
 	close(fd);
 	return err;
 }
 
-/* Closes the thread's connection, if the descriptor is still ours. */
+/* Closes the thread's connection. */
 static void disconnect(void)
 {
-	pthread_mutex_lock(&conn_lock);
-	if (conn_is_ours(conn))
+	if (conn >= 0)
 		close(conn);
 	conn = -1;
-	pthread_mutex_unlock(&conn_lock);
 }
 
 static int send_hello(int fd, struct wire_out *o)
@@ -357,13 +485,24 @@ out:
 	wire_out_release(&o);
 }
 
+/* The thread: arg is the signal start_thread() left open in its mask. */
 static void *agent_main(void *arg)
 {
+	static _Atomic int said;
 	unsigned backoff = BACKOFF_MIN_MS;
+	int rc;
 
-	(void)arg;
-	atomic_store(&thread_tid, (pid_t)syscall(SYS_gettid));
+	thread_signo = (int)(intptr_t)arg;
+	atomic_store(&thread_tid, (pid_t)sys_call0(SYS_gettid));
+	atomic_store(&handler_quiet_tid, (int)atomic_load(&thread_tid));
 	prctl(PR_SET_NAME, "sw-agent", 0, 0, 0);
+	rc = own_table();
+	if (rc < 0) {
+		if (!atomic_exchange(&said, 1))
+			say("no descriptor table of its own, not connecting",
+			    rc);
+		return NULL;
+	}
 	while (!stopping()) {
 		int fd = connect_daemon();
 
@@ -384,25 +523,31 @@ static void *agent_main(void *arg)
 }
 
 /*
- * Starts the agent thread with every signal blocked, ours too: the host's
- * signals keep going to the host's threads, and one sent to the process
- * on our number by someone else is taken by a thread of the program, or
- * stays pending, as it would without us (the thread dumps itself without
- * a signal). Under pause_lock.
+ * Starts the agent thread with every signal blocked but ours, which
+ * agent_pause() wakes it with: the host's signals keep going to the
+ * host's threads. One sent to the process on our number by someone else
+ * and taken by this thread is handed back to the process, and the thread
+ * blocks ours from then on (handler.c, agent_quiet): it stays pending for
+ * the program, or goes to a thread of its, as it would without us. Under
+ * pause_lock.
  */
 static int start_thread(void)
 {
+	int signo = collect_signal();
 	sigset_t all, old;
 	pthread_attr_t attr;
 	int rc;
 
 	atomic_store(&stop_word, 0);
 	atomic_store(&thread_tid, 0);
+	atomic_store(&waiting, 0);
 	sigfillset(&all);
+	sigdelset(&all, signo);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	rc = pthread_create(&thread, &attr, agent_main, NULL);
+	rc = pthread_create(&thread, &attr, agent_main,
+			    (void *)(intptr_t)signo);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	running = rc == 0;
@@ -434,6 +579,53 @@ SW_INTERPOSER static void wait_gone(pid_t tid)
 		sched_yield();
 }
 
+/*
+ * Wakes the thread tid out of poll() with our signal. Its cookie names no
+ * slot, so our handler does nothing with it; and on a signal the program
+ * claimed meanwhile, the handler takes it for one of ours asking the
+ * thread to move its mask along (handler.c), never for the program's.
+ */
+SW_INTERPOSER static void wake(pid_t tid)
+{
+	int signo = collect_signal();
+	siginfo_t si;
+
+	if (signo <= 0 || tid <= 0)
+		return;
+	memset(&si, 0, sizeof(si));
+	si.si_signo = signo;
+	si.si_code = SI_QUEUE;
+	si.si_pid = agent_pid;
+	si.si_uid = getuid();
+	si.si_value.sival_ptr = (void *)(uintptr_t)HANDLER_COOKIE_MIGRATE;
+	sys_call4(SYS_rt_tgsigqueueinfo, agent_pid, tid, signo, &si);
+}
+
+/*
+ * Joins the thread, asked to stop: while it sits in poll(), it is woken,
+ * again and again at growing intervals, since a wake that comes just
+ * before it goes into poll() is lost. A dump in progress finishes first.
+ */
+SW_INTERPOSER static void join_thread(pid_t tid)
+{
+	unsigned ms = 1;
+
+	for (;;) {
+		struct timespec ts;
+
+		if (atomic_load(&waiting))
+			wake(tid);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += (long)ms * 1000000L;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		if (pthread_clockjoin_np(thread, NULL, CLOCK_MONOTONIC, &ts) !=
+		    ETIMEDOUT)
+			return;
+		ms = ms * 2 > WAKE_MAX_MS ? WAKE_MAX_MS : ms * 2;
+	}
+}
+
 SW_INTERPOSER void agent_pause(void)
 {
 	pid_t tid;
@@ -445,15 +637,10 @@ SW_INTERPOSER void agent_pause(void)
 		pthread_mutex_unlock(&pause_lock);
 		return;
 	}
-	pthread_mutex_lock(&conn_lock);
-	atomic_store_explicit(&stop_word, 1, memory_order_release);
+	atomic_store(&stop_word, 1); /* before waiting is read: wait_io() */
 	futex_wake_all(&stop_word);
-	/* Wakes a read() or send() in progress; a dump finishes first. */
-	if (conn_is_ours(conn))
-		shutdown(conn, SHUT_RDWR);
-	pthread_mutex_unlock(&conn_lock);
 	tid = atomic_load(&thread_tid);
-	pthread_join(thread, NULL);
+	join_thread(tid);
 	running = false;
 	wait_gone(tid);
 	pthread_mutex_unlock(&pause_lock);
@@ -474,14 +661,13 @@ static void atfork_child(void)
 {
 	agent_pid = getpid();
 	/*
-	 * Only this thread came along. The parent's connection did too: it
-	 * is closed, or the daemon would see the parent leave only once
-	 * this process is gone as well (a daemonizing program's ghost).
+	 * Only this thread came along, with a copy of its own table: the
+	 * parent's connection, in the agent thread's table, stayed behind,
+	 * so the daemon sees the parent leave when it does (a daemonizing
+	 * program's first process). conn is a number of that other table:
+	 * nothing to close here.
 	 */
-	pthread_mutex_init(&conn_lock, NULL);
 	pthread_mutex_init(&pause_lock, NULL);
-	if (conn_is_ours(conn))
-		close(conn);
 	conn = -1;
 	pauses = 0;
 	running = false;

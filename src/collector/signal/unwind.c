@@ -356,7 +356,8 @@ static void *load_copy(const char *path)
 		if (write(out, buf, (size_t)n) != n)
 			goto out;
 	if (n == 0) {
-		snprintf(name, sizeof(name), "/proc/self/fd/%d", out);
+		/* thread-self: the agent's thread has a table of its own */
+		snprintf(name, sizeof(name), "/proc/thread-self/fd/%d", out);
 		h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
 	}
 out:
