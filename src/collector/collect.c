@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,7 @@ static struct known *answered;
 static size_t nanswered;
 static int last_signo; /* the signal of the dump before */
 static uint32_t last_epoch; /* handler_recheck_epoch then */
+static _Atomic bool own_seccomp_ok; /* collect_trust_own_seccomp() */
 
 /*
  * A handler's name costs a system call (PR_GET_NAME), which in a guest is
@@ -137,6 +140,11 @@ static int install_here(void)
 
 	pthread_once(&atfork_once, register_atfork);
 	return handler_install();
+}
+
+void collect_trust_own_seccomp(void)
+{
+	atomic_store(&own_seccomp_ok, true);
 }
 
 static uint64_t fresh_gen(void)
@@ -468,7 +476,7 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 	 * what the filter kills for (strict mode allows four calls): never
 	 * signalled. Nor is a thread whose wait would take our signal.
 	 */
-	if (pt.seccomp) {
+	if (pt.seccomp && !atomic_load(&own_seccomp_ok)) {
 		dump_thread_set_error(t, SW_ST_SECCOMP,
 				      pt.seccomp == 1
 					      ? "the thread runs in seccomp "
