@@ -39,6 +39,7 @@
 #include "model/waitmem.h"
 #include "collector/signal/signo.h"
 #include "collector/signal/stackmap.h"
+#include "stackroom.h"
 
 /* The most a dump spends learning unwind rules afterwards. */
 #define COLLECT_LEARN_NS (5 * 1000000ull)
@@ -67,9 +68,12 @@ static struct collect_stats stats;
  * within COLLECT_EXIT_POLL_NS, /proc is read after all (settle_quiet()).
  * Every other thread (new ones, blocked ones, the first dump) is read
  * first, and never signalled while it blocks the signal.
+ * Each is checked for stack room before its signal (stackroom.h), unless
+ * its handler had STACKROOM_AMPLE below it last time (roomy).
  */
 struct known {
 	pid_t tid;
+	bool roomy;
 	char name[SW_COMM_MAX];
 };
 static struct known *answered;
@@ -103,7 +107,8 @@ struct run {
 	bool *settled;		    /* per thread: has its final status */
 	bool *unread;		    /* per thread: signalled without /proc */
 	bool *learn;		    /* per thread: unwound by libunwind */
-	size_t *recheck;	    /* threads seen blocking the signal once */
+	bool *roomy; /* per thread: ample stack at the last answer, or this */
+	size_t *recheck; /* threads seen blocking the signal once */
 	size_t nrecheck;
 	size_t rechecked;    /* how many of them were started again */
 	uint64_t recheck_ns; /* not before this while others are in flight */
@@ -375,6 +380,8 @@ static void harvest_slot(struct run *r, int s)
 			t->state = sl->state;
 		}
 		r->learn[r->owner[s]] = sl->walk == 'u';
+		r->roomy[r->owner[s]] = sl->room != STACKMAP_UNKNOWN &&
+					sl->room >= STACKROOM_AMPLE;
 		note_wait(t, sl);
 	}
 	atomic_store_explicit(&sl->word, SLOT_WORD(r->gen[s] + 1, SLOT_FREE),
@@ -526,6 +533,11 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 		return 1;
 	}
 send:
+	if (!r->roomy[i] && stackroom_refuse(r->taskfd, t)) {
+		if (r->unread[i])
+			read_task(r, t);
+		return 1;
+	}
 	s = free_slot(r);
 	if (s < 0)
 		return 0;
@@ -782,8 +794,9 @@ static const struct known *answered_before(pid_t tid)
 }
 
 /* Keeps the threads that answered this dump for the next one. */
-static void note_answered(const struct sw_dump *d)
+static void note_answered(const struct run *r)
 {
+	const struct sw_dump *d = r->d;
 	struct known *v = realloc(answered, (d->nthreads ? d->nthreads : 1) *
 						    sizeof(*answered));
 	size_t n = 0;
@@ -797,6 +810,7 @@ static void note_answered(const struct sw_dump *d)
 		if (d->threads[i].status != SW_ST_OK)
 			continue;
 		answered[n].tid = d->threads[i].tid;
+		answered[n].roomy = r->roomy[i];
 		memcpy(answered[n].name, d->threads[i].name,
 		       sizeof(answered[n].name));
 		n++;
@@ -850,8 +864,9 @@ static int init_threads(struct run *r, const struct collect_opts *opts,
 	r->recheck = calloc(n ? n : 1, sizeof(*r->recheck));
 	r->unread = calloc(n ? n : 1, sizeof(*r->unread));
 	r->learn = calloc(n ? n : 1, sizeof(*r->learn));
+	r->roomy = calloc(n ? n : 1, sizeof(*r->roomy));
 	if (!d->threads || !r->settled || !r->recheck || !r->unread ||
-	    !r->learn) {
+	    !r->learn || !r->roomy) {
 		free(tids);
 		return -ENOMEM;
 	}
@@ -869,6 +884,7 @@ static int init_threads(struct run *r, const struct collect_opts *opts,
 		known = answered_before(t->tid);
 		if (known) {
 			r->unread[i] = true;
+			r->roomy[i] = known->roomy;
 			memcpy(t->name, known->name, sizeof(t->name));
 		}
 		if (t->tid == self) {
@@ -1063,11 +1079,12 @@ static int collect_here(const struct collect_opts *opts,
 	if (rc < 0)
 		goto out_close;
 	finish_dump(&r, start_ns);
-	note_answered(r.d);
+	note_answered(&r);
 	free(r.settled);
 	free(r.recheck);
 	free(r.unread);
 	free(r.learn);
+	free(r.roomy);
 	close(r.taskfd);
 	dumplock_give();
 	*out = r.d;
@@ -1078,6 +1095,7 @@ out_close:
 	free(r.recheck);
 	free(r.unread);
 	free(r.learn);
+	free(r.roomy);
 	close(r.taskfd);
 out_free:
 	sw_dump_free(r.d);

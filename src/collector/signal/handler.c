@@ -140,14 +140,14 @@ static void walk(struct slot *s, ucontext_t *uc)
  * interrupted pc alone and a flag saying why not: inside the dynamic
  * loader, unwinding would take the loader's lock again; without a ticket
  * of the loader gate (gate false), the module snapshot may change under
- * it; with less than
- * HANDLER_STACK_NEED bytes below sp (the handler's own frame), it would
- * run off the stack and fault; on a stack whose end is not known, it
- * could run off it unseen, into the memory below. Async-signal-safe.
+ * it; with less than HANDLER_STACK_NEED bytes of room (s->room, below
+ * the handler's own frame), it would run off the stack and fault; on a stack
+ * whose end is not known, it could run off it unseen, into the memory below.
+ * Async-signal-safe.
  */
-static void take_stack(struct slot *s, ucontext_t *uc, uintptr_t sp, bool gate)
+static void take_stack(struct slot *s, ucontext_t *uc, bool gate)
 {
-	size_t room;
+	size_t room = s->room;
 
 	s->flags = SW_TF_FIRST_EXACT;
 	s->walk = 0;
@@ -155,7 +155,7 @@ static void take_stack(struct slot *s, ucontext_t *uc, uintptr_t sp, bool gate)
 		s->flags |= SW_TF_IN_LOADER;
 	} else if (!gate) {
 		s->flags |= SW_TF_BUSY;
-	} else if ((room = stackmap_room(sp)) == STACKMAP_UNKNOWN) {
+	} else if (room == STACKMAP_UNKNOWN) {
 		s->flags |= SW_TF_NO_ROOM; /* never unwound blind */
 	} else if (room < HANDLER_STACK_NEED) {
 		s->flags |= SW_TF_LOW_STACK;
@@ -318,6 +318,11 @@ static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
 	h->slot_word = SLOT_WORD(gen, SLOT_WRITING);
 	sw_loader_snap_ok = h->ticket >= 0;
 	s->captured_ns = sys_now_ns();
+	/*
+	 * Below our frame (not a local: ASan may keep locals elsewhere).
+	 * The empty handler too: the next dump's fast path goes by it.
+	 */
+	s->room = stackmap_room((uintptr_t)__builtin_frame_address(0));
 	if (handler_empty) {
 		s->nips = 0;
 		s->flags = 0;
@@ -326,9 +331,7 @@ static void take(struct slot *s, uint64_t gen, ucontext_t *uc)
 		s->state = '?';
 		s->sysno = -1;
 	} else {
-		/* The frame, not a local: ASan may keep locals elsewhere. */
-		take_stack(s, uc, (uintptr_t)__builtin_frame_address(0),
-			   h->ticket >= 0);
+		take_stack(s, uc, h->ticket >= 0);
 		cpu_times(s);
 		s->state = interrupted_state(uc);
 		restarted_call(uc, s);

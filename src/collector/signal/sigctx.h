@@ -59,6 +59,12 @@ struct slot {
 	int64_t sysno;
 	uint64_t sysarg[2];
 	char walk; /* 'r' by learnt rules, 'u' by libunwind, else 0 */
+	/*
+	 * Bytes of stack below the handler's frame (stackmap_room()), or
+	 * STACKMAP_UNKNOWN: how deep the thread may go before the next dump
+	 * must look before it signals (collector/stackroom.h).
+	 */
+	uint64_t room;
 	uint64_t ips[SW_MAX_FRAMES];
 };
 
