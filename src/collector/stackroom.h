@@ -38,7 +38,7 @@
  * to be short of room now, it must have gone this far deeper since and
  * then stopped in a system call within a few kB of its end.
  */
-#define STACKROOM_AMPLE (256 * 1024)
+#define STACKROOM_AMPLE (32 * 1024)
 
 /*
  * The bytes a thread needs below its stack pointer to take our signal:
