@@ -81,6 +81,24 @@ static size_t nanswered;
 static int last_signo; /* the signal of the dump before */
 static uint32_t last_epoch; /* handler_recheck_epoch then */
 static _Atomic bool own_seccomp_ok; /* collect_trust_own_seccomp() */
+static int seccomp_at_start;	     /* /proc/self/status, at install */
+
+/*
+ * Whether a thread in seccomp mode mode may take our signal. Strict mode
+ * never (four calls allowed, none of them our handler's). A filter only
+ * when it can be nothing but the one the process inherited at exec (no
+ * mode entered through libc since: exec.c counts them), or when the
+ * process said its own filters let the handler through (the daemon). A
+ * filter the program installed itself may forbid, kill for, or trap any
+ * call of ours.
+ */
+static bool seccomp_signallable(int mode)
+{
+	if (atomic_load(&own_seccomp_ok))
+		return true;
+	return mode == 2 && seccomp_at_start == 2 &&
+	       !atomic_load(&exec_seccomp_entered);
+}
 
 /*
  * A handler's name costs a system call (PR_GET_NAME), which in a guest is
@@ -131,8 +149,29 @@ static void atfork_child(void)
 	loader_gate_atfork_child();
 }
 
+/*
+ * The seccomp mode the process had when our collector came in: a filter
+ * it inherited across exec (systemd's SystemCallFilter=, a container
+ * runtime's profile) was made for the whole program, signal handling
+ * included, and our agent's own calls have passed it since the start.
+ */
+static void note_seccomp_at_start(void)
+{
+	char buf[4096];
+	const char *mode;
+	ssize_t n = procfs_read_at(AT_FDCWD, "/proc/self/status", buf,
+				   sizeof(buf));
+
+	if (n <= 0)
+		return;
+	mode = procfs_status_value(buf, (size_t)n, "Seccomp");
+	if (mode && mode < buf + n && *mode >= '0' && *mode <= '9')
+		seccomp_at_start = *mode - '0';
+}
+
 static void register_atfork(void)
 {
+	note_seccomp_at_start();
 	exec_guard_init();
 	waits_init();
 	pthread_atfork(NULL, NULL, atfork_child);
@@ -483,7 +522,7 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 	 * what the filter kills for (strict mode allows four calls): never
 	 * signalled. Nor is a thread whose wait would take our signal.
 	 */
-	if (pt.seccomp && !atomic_load(&own_seccomp_ok)) {
+	if (pt.seccomp && !seccomp_signallable(pt.seccomp)) {
 		dump_thread_set_error(t, SW_ST_SECCOMP,
 				      pt.seccomp == 1
 					      ? "the thread runs in seccomp "

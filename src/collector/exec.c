@@ -134,6 +134,7 @@ SW_INTERPOSER static void release(bool held)
 
 void (*exec_quiesce_stop)(void);
 void (*exec_quiesce_start)(void);
+_Atomic int exec_seccomp_entered;
 
 /*
  * Before a seccomp mode goes in: no dump in progress (one could signal
@@ -153,6 +154,7 @@ SW_INTERPOSER static bool seccomp_enter(bool everyone)
 	if (everyone && exec_quiesce_stop)
 		exec_quiesce_stop();
 	held = hold();
+	atomic_store(&exec_seccomp_entered, 1);
 	atomic_fetch_add(&handler_recheck_epoch, 1);
 	return held;
 }

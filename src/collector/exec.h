@@ -5,6 +5,8 @@
 #ifndef SW_COLLECTOR_EXEC_H
 #define SW_COLLECTOR_EXEC_H
 
+#include <stdatomic.h>
+
 /*
  * Resolves libc's functions and notes our pid. Idempotent; runs from a
  * constructor, and from the collector before its first dump.
@@ -18,6 +20,9 @@ void exec_guard_init(void);
  * stays stopped.
  */
 extern void (*exec_quiesce_stop)(void);
+
+/* Nonzero once a seccomp mode went in through libc (prctl, syscall). */
+extern _Atomic int exec_seccomp_entered;
 extern void (*exec_quiesce_start)(void);
 
 #endif /* SW_COLLECTOR_EXEC_H */

@@ -5,8 +5,9 @@
 #
 # - seccomp: a worker in strict mode, a worker under a killing allow-list,
 #   a filter for every thread (TSYNC) and a SIGSYS handler emulating a
-#   trapped getrusage all run to completion; a thread under seccomp is
-#   reported "seccomp" and never signalled;
+#   trapped getrusage all run to completion; a thread under a mode the
+#   program entered is reported "seccomp" and never signalled, one under
+#   a filter the program was started with is dumped;
 # - a thread that blocks every signal is never signalled (no EINTR), and
 #   is reported "blocked-signal";
 # - a signal on our number that someone else sends gets what it gets
@@ -132,6 +133,26 @@ for mode in strict filter tsync trap blockall; do
 		;;
 	esac
 done
+
+# Started under a filter it inherited (systemd's SystemCallFilter=, a
+# container's profile): made for the whole program, it lets our handler
+# through; its threads are dumped as any.
+rm -f "$tmp"/dump.*
+if start inherit 3; then
+	dumps 20
+	finish
+	if [ "$rc" = 0 ] && grep -q '^done' "$out" && dumped_status ok &&
+		! dumped_status seccomp; then
+		ok "inherit: a program started under a filter runs to" \
+			"completion and is dumped ($ndumps dumps)"
+	else
+		nok "inherit: a program started under a filter runs to" \
+			"completion and is dumped: rc $rc, $(tr '\n' ' ' <"$out")" \
+			"$(head -c 300 "$tmp/dump.1")"
+	fi
+else
+	nok "inherit: starts under the agent and registers: $(cat "$out")"
+fi
 
 # Someone else's signal on our number.
 start sleep 5 || nok "sleep: starts under the agent and registers"
