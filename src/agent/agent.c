@@ -41,11 +41,17 @@
  *   thread; exec() ends the thread and its table with it, and a
  *   re-loaded agent starts anew.
  * - Nothing can wake the thread out of a poll() on its socket by closing
- *   or shutting it down: agent_pause() wakes it with a signal of ours
- *   instead, sent until the thread is gone, since one sent just before
- *   the thread went into poll() is lost; poll() also returns every
- *   WAIT_SLICE_MS (a wake that could not be delivered). Our transfers
- *   never block outside poll().
+ *   or shutting it down: it also polls a pipe of its own table, which
+ *   agent_pause() opens for writing through /proc/self/task/TID/fd/N (a
+ *   descriptor of the caller's, opened and closed at once) and writes a
+ *   byte to, again until the thread is gone, since one written just
+ *   before the thread drained the pipe is lost. No signal is used: the
+ *   thread blocks every signal, ours too, so that one sent to the process
+ *   on our number by someone else goes to the program's threads, or stays
+ *   pending, as without us. Where the pipe cannot be opened so (a process
+ *   that is not dumpable: its /proc entries are root's), poll() returns
+ *   every SLICE_UNDUMPABLE_MS to look at the stop flag; else every
+ *   WAIT_SLICE_MS. Our transfers never block outside poll().
  * - A kernel without CLOSE_RANGE_UNSHARE (before 5.9) gets the table by
  *   unshare(CLONE_FILES), a copy of the program's that the thread empties
  *   at once: for those microseconds its files have one more holder (a
@@ -109,8 +115,8 @@
 
 /* The longest the thread sleeps in poll() before it looks again. */
 #define WAIT_SLICE_MS 5000
-/* The slice once the thread blocks our signal too (sync_mask()). */
-#define QUIET_SLICE_MS 50
+/* The slice where agent_pause() cannot reach the wake pipe. */
+#define SLICE_UNDUMPABLE_MS 50
 
 /* agent_pause()'s wakes: 1 ms apart at first, at most this much. */
 #define WAKE_MAX_MS 64
@@ -129,7 +135,7 @@ static bool sock_is_default;
  * starting and stopping the thread.
  */
 static int conn = -1;
-static int thread_signo;    /* the thread's: the one signal it leaves open */
+static _Atomic int wake_fd = -1; /* the wake pipe's read end, its table */
 static _Atomic int waiting; /* 1: the thread is in (or going into) poll() */
 
 static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -207,31 +213,26 @@ static int own_table(void)
 }
 
 /*
- * Keeps the one signal the thread leaves open the collector's current
- * one (it moves when the program claims ours, signo.c), so that
- * agent_pause() can wake the thread with it. Raw calls: the mask
- * interposers (sigmask.c) would not let us block a signal of ours.
+ * The wake pipe, in the thread's own table, non-blocking both ways. Its
+ * write end is kept open too, so that opening the read end's /proc entry
+ * for writing finds a reader. -1 when there is none (then the clock).
  */
-static void sync_mask(void)
+static void make_wake_pipe(void)
 {
-	int now = collect_signal();
-	uint64_t set;
+	int p[2];
 
-	if (atomic_load(&handler_quiet_closed))
-		now = 0; /* closed for good: woken by the clock */
-	if (now < 0 || now > 64 || now == thread_signo)
-		return;
-	if (now > 0) {
-		set = 1ull << (now - 1);
-		sys_call4(SYS_rt_sigprocmask, SIG_UNBLOCK, &set, NULL,
-			  sizeof(set));
-	}
-	if (thread_signo > 0 && thread_signo <= 64) {
-		set = 1ull << (thread_signo - 1);
-		sys_call4(SYS_rt_sigprocmask, SIG_BLOCK, &set, NULL,
-			  sizeof(set));
-	}
-	thread_signo = now;
+	atomic_store(&wake_fd, -1);
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0)
+		atomic_store(&wake_fd, p[0]);
+}
+
+/* Empties the wake pipe. */
+static void drain_wake(int rd)
+{
+	char buf[64];
+
+	while (read(rd, buf, sizeof(buf)) > 0)
+		;
 }
 
 /*
@@ -243,18 +244,20 @@ static void sync_mask(void)
  */
 static int wait_io(int fd, short events)
 {
-	struct pollfd p = { .fd = fd, .events = events };
-	int rc = 0;
+	int rd = atomic_load(&wake_fd);
+	struct pollfd p[2] = { { .fd = fd, .events = events },
+			       { .fd = rd, .events = POLLIN } };
+	int rc = 0, slice = WAIT_SLICE_MS;
 
-	sync_mask();
+	if (rd < 0 || prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1)
+		slice = SLICE_UNDUMPABLE_MS;
 	atomic_store(&waiting, 1);
 	if (atomic_load(&stop_word))
 		rc = -ECANCELED;
-	else if (poll(&p, 1,
-		      atomic_load(&handler_quiet_closed) ? QUIET_SLICE_MS
-							 : WAIT_SLICE_MS) < 0 &&
-		 errno != EINTR)
+	else if (poll(p, rd >= 0 ? 2 : 1, slice) < 0 && errno != EINTR)
 		rc = -errno;
+	if (rd >= 0 && p[1].revents)
+		drain_wake(rd);
 	atomic_store(&waiting, 0);
 	if (rc == 0 && stopping())
 		rc = -ECANCELED;
@@ -485,16 +488,15 @@ out:
 	wire_out_release(&o);
 }
 
-/* The thread: arg is the signal start_thread() left open in its mask. */
 static void *agent_main(void *arg)
 {
 	static _Atomic int said;
 	unsigned backoff = BACKOFF_MIN_MS;
 	int rc;
 
-	thread_signo = (int)(intptr_t)arg;
+	(void)arg;
+	atomic_store(&wake_fd, -1);
 	atomic_store(&thread_tid, (pid_t)sys_call0(SYS_gettid));
-	atomic_store(&handler_quiet_tid, (int)atomic_load(&thread_tid));
 	prctl(PR_SET_NAME, "sw-agent", 0, 0, 0);
 	rc = own_table();
 	if (rc < 0) {
@@ -503,6 +505,7 @@ static void *agent_main(void *arg)
 			    rc);
 		return NULL;
 	}
+	make_wake_pipe();
 	while (!stopping()) {
 		int fd = connect_daemon();
 
@@ -523,17 +526,14 @@ static void *agent_main(void *arg)
 }
 
 /*
- * Starts the agent thread with every signal blocked but ours, which
- * agent_pause() wakes it with: the host's signals keep going to the
- * host's threads. One sent to the process on our number by someone else
- * and taken by this thread is handed back to the process, and the thread
- * blocks ours from then on (handler.c, agent_quiet): it stays pending for
- * the program, or goes to a thread of its, as it would without us. Under
- * pause_lock.
+ * Starts the agent thread with every signal blocked, ours too: the host's
+ * signals keep going to the host's threads, and one sent to the process
+ * on our number by someone else is taken by a thread of the program, or
+ * stays pending, as it would without us (the thread dumps itself without
+ * a signal, and is woken through its pipe). Under pause_lock.
  */
 static int start_thread(void)
 {
-	int signo = collect_signal();
 	sigset_t all, old;
 	pthread_attr_t attr;
 	int rc;
@@ -542,12 +542,10 @@ static int start_thread(void)
 	atomic_store(&thread_tid, 0);
 	atomic_store(&waiting, 0);
 	sigfillset(&all);
-	sigdelset(&all, signo);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	rc = pthread_create(&thread, &attr, agent_main,
-			    (void *)(intptr_t)signo);
+	rc = pthread_create(&thread, &attr, agent_main, NULL);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	running = rc == 0;
@@ -580,25 +578,23 @@ SW_INTERPOSER static void wait_gone(pid_t tid)
 }
 
 /*
- * Wakes the thread tid out of poll() with our signal. Its cookie names no
- * slot, so our handler does nothing with it; and on a signal the program
- * claimed meanwhile, the handler takes it for one of ours asking the
- * thread to move its mask along (handler.c), never for the program's.
+ * Wakes the thread tid out of poll(): a byte into its wake pipe, through
+ * the pipe's entry in /proc (it lives in the thread's table, not ours),
+ * by a descriptor of the caller's opened and closed here.
  */
 SW_INTERPOSER static void wake(pid_t tid)
 {
-	int signo = collect_signal();
-	siginfo_t si;
+	int rd = atomic_load(&wake_fd), w;
+	char path[64];
 
-	if (signo <= 0 || tid <= 0)
+	if (rd < 0 || tid <= 0)
 		return;
-	memset(&si, 0, sizeof(si));
-	si.si_signo = signo;
-	si.si_code = SI_QUEUE;
-	si.si_pid = agent_pid;
-	si.si_uid = getuid();
-	si.si_value.sival_ptr = (void *)(uintptr_t)HANDLER_COOKIE_MIGRATE;
-	sys_call4(SYS_rt_tgsigqueueinfo, agent_pid, tid, signo, &si);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/fd/%d", (int)tid, rd);
+	w = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (w < 0)
+		return;
+	(void)!write(w, "w", 1);
+	close(w);
 }
 
 /*

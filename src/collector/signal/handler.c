@@ -427,20 +427,6 @@ static void foreign_default(int signo, siginfo_t *si)
 }
 
 /*
- * Someone else's signal on our number, taken by the agent's thread only
- * because that thread keeps ours open: it is handed back to the process,
- * blocked in this thread from now on (the kernel restores uc's mask at
- * sigreturn; the thread keeps it so, handler_quiet_closed), for a thread
- * of the program to take or for it to stay pending. Async-signal-safe.
- */
-static void hand_back(int signo, siginfo_t *si, ucontext_t *uc)
-{
-	atomic_store(&handler_quiet_closed, 1);
-	uc->uc_sigmask.__val[0] |= 1ull << (signo - 1);
-	sys_call3(SYS_rt_sigqueueinfo, sys_call0(SYS_getpid), signo, si);
-}
-
-/*
  * The handler. Accepts only our own SI_QUEUE signal whose cookie names a
  * slot armed for exactly this generation; everything else (a late signal
  * from an abandoned dump, a forged one) leaves no trace. A handler of
@@ -463,10 +449,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		return;
 	}
 	if (signo == handler_signo && !handler_sent_by_us(si)) {
-		if (atomic_load(&handler_quiet_tid) == sys_call0(SYS_gettid))
-			hand_back(signo, si, ctx);
-		else
-			foreign_default(signo, si);
+		foreign_default(signo, si);
 		*err = saved_errno;
 		return;
 	}

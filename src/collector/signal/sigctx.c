@@ -16,4 +16,3 @@ _Atomic int handler_want_name;
 _Atomic int handler_signo;
 _Atomic uint64_t handler_gen_first, handler_gen_next;
 _Atomic uint32_t handler_recheck_epoch;
-_Atomic int handler_quiet_tid, handler_quiet_closed;

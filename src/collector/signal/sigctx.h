@@ -152,16 +152,6 @@ extern _Atomic uint64_t handler_gen_first, handler_gen_next;
 extern _Atomic uint32_t handler_recheck_epoch;
 
 /*
- * The agent's thread, which keeps our signal open to be woken with it
- * (agent.c), and whether it must close it: someone else's signal on our
- * number that landed on that thread is handed back to the process
- * (handler.c), and from then on the thread blocks ours, so that such a
- * signal reaches the program's threads, or stays pending, as without us.
- */
-extern _Atomic int handler_quiet_tid;
-extern _Atomic int handler_quiet_closed;
-
-/*
  * Our signal, or 0: set before any signal is sent, changed only when the
  * program claims it and we move to another (signo.c).
  */
