@@ -78,10 +78,10 @@ struct known {
 };
 static struct known *answered;
 static size_t nanswered;
-static int last_signo; /* the signal of the dump before */
-static uint32_t last_epoch; /* handler_recheck_epoch then */
+static int last_signo;		    /* the signal of the dump before */
+static uint32_t last_epoch;	    /* handler_recheck_epoch then */
 static _Atomic bool own_seccomp_ok; /* collect_trust_own_seccomp() */
-static int seccomp_at_start;	     /* /proc/self/status, at install */
+static int seccomp_at_start;	    /* /proc/self/status, at install */
 
 /*
  * Whether a thread in seccomp mode mode may take our signal. Strict mode
@@ -159,8 +159,8 @@ static void note_seccomp_at_start(void)
 {
 	char buf[4096];
 	const char *mode;
-	ssize_t n = procfs_read_at(AT_FDCWD, "/proc/self/status", buf,
-				   sizeof(buf));
+	ssize_t n =
+		procfs_read_at(AT_FDCWD, "/proc/self/status", buf, sizeof(buf));
 
 	if (n <= 0)
 		return;
@@ -523,12 +523,12 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 	 * signalled. Nor is a thread whose wait would take our signal.
 	 */
 	if (pt.seccomp && !seccomp_signallable(pt.seccomp)) {
-		dump_thread_set_error(t, SW_ST_SECCOMP,
-				      pt.seccomp == 1
-					      ? "the thread runs in seccomp "
-						"strict mode: not signalled"
-					      : "the thread runs under a "
-						"seccomp filter: not signalled");
+		dump_thread_set_error(
+			t, SW_ST_SECCOMP,
+			pt.seccomp == 1 ? "the thread runs in seccomp "
+					  "strict mode: not signalled"
+					: "the thread runs under a "
+					  "seccomp filter: not signalled");
 		return 1;
 	}
 	if (waits_takes_ours(t->tid)) {

@@ -45,8 +45,8 @@ enum {
 	NWAITERS
 };
 static const char *const wname[NWAITERS] = { "sigtimedwait", "sigwaitinfo",
-					     "ppoll", "pselect",
-					     "epoll_pwait", "ppoll(open)" };
+					     "ppoll",	     "pselect",
+					     "epoll_pwait",  "ppoll(open)" };
 
 struct waiter {
 	pthread_t th;

@@ -224,8 +224,8 @@ static bool all_stacks(const struct sw_dump *d)
 
 static void test_agent(struct registry *r, const char *sock)
 {
-	char *argv[] = { (char *)"fixtures/agent_target", (char *)"sigwait-open",
-			 (char *)"4", NULL };
+	char *argv[] = { (char *)"fixtures/agent_target",
+			 (char *)"sigwait-open", (char *)"4", NULL };
 	pid_t w[8], all[16], skip[4], bad[2];
 	long before[3];
 	struct sw_dump *d = NULL;

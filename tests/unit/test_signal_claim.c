@@ -15,8 +15,8 @@
  * Every signal must reach the program with its value, the collector must
  * have moved to another signal (sw_signal()), and every thread must still
  * be dumped, but for the one that blocks everything: its mask is its own,
- * it is never signalled ("blocked-signal"). Runs in a child, so that a signal taken by its default action
- * shows as a death.
+ * it is never signalled ("blocked-signal"). Runs in a child, so that a signal
+ * taken by its default action shows as a death.
  */
 #define _GNU_SOURCE
 #include <poll.h>
