@@ -30,6 +30,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -81,10 +82,10 @@ void waits_init(void)
 	next_fn(&real_epoll_pwait2, "epoll_pwait2");
 }
 
-/* Notes what set says of our signal (sigmask.c) and passes it on. */
+/* Takes note of a claim in set (sigmask.c) and passes it on. */
 static const sigset_t *noted(const sigset_t *set)
 {
-	sigmask_note(SIG_BLOCK, set);
+	sigmask_claim(set);
 	return set;
 }
 
@@ -134,6 +135,12 @@ bool waits_takes_ours(pid_t tid)
 		if (atomic_load(&takers[i]) == tid)
 			return true;
 	return false;
+}
+
+/* A wait cancelled in the middle (they are cancellation points). */
+static void taker_cancelled(void *arg)
+{
+	taker_leave(*(int *)arg);
 }
 
 /* Whether a wait's result rc, with its siginfo si, is a signal of ours. */
@@ -204,83 +211,102 @@ static bool retry_left(struct retry *r)
 	return true;
 }
 
+/* One signal wait: what it asks, and what came of it. */
+struct sigwait_call {
+	const sigset_t *set;
+	siginfo_t *info;		/* never NULL */
+	const struct timespec *timeout; /* sigtimedwait()'s; NULL: none */
+	bool timed;			/* sigtimedwait(), else sigwaitinfo() */
+	int taker;
+	int rc, err;
+};
+
+/*
+ * The wait of c, made again after our handler cut it short or after it
+ * took a signal of ours, with what is left of its timeout.
+ */
+SW_INTERPOSER static void sigwait_loop(struct sigwait_call *c)
+{
+	int (*wi)(const sigset_t *, siginfo_t *);
+	int (*tw)(const sigset_t *, siginfo_t *, const struct timespec *);
+	struct retry r;
+	int rc;
+
+	*(void **)&wi = next_fn(&real_sigwaitinfo, "sigwaitinfo");
+	*(void **)&tw = next_fn(&real_sigtimedwait, "sigtimedwait");
+	if (!(c->timed ? (void *)tw : (void *)wi)) {
+		c->rc = -1;
+		c->err = ENOSYS;
+		return;
+	}
+	retry_begin(&r, c->timeout);
+	do
+		rc = c->timed ? tw(c->set, c->info, r.timeout)
+			      : wi(c->set, c->info);
+	while (retry_again(&r, rc) ||
+	       (took_ours(rc, c->info) && retry_left(&r)));
+	c->rc = rc;
+	c->err = errno;
+	if (took_ours(rc, c->info)) { /* the time ran out meanwhile */
+		c->rc = -1;
+		c->err = EAGAIN;
+	}
+}
+
+/*
+ * Makes c's wait with this thread marked for the dumper when the set
+ * holds our signal, unmarked however the wait ends (these waits are
+ * cancellation points).
+ */
+SW_INTERPOSER static void marked_wait(struct sigwait_call *c)
+{
+	c->taker = taker_enter(noted(c->set));
+	pthread_cleanup_push(taker_cancelled, &c->taker);
+	sigwait_loop(c);
+	pthread_cleanup_pop(0);
+	taker_leave(c->taker);
+}
+
 /*
  * sigwait() by way of libc's sigwaitinfo(), which tells whose signal it
  * took; like glibc's own, it never fails with EINTR.
  */
 SW_INTERPOSER int sigwait(const sigset_t *set, int *sig)
 {
-	int (*f)(const sigset_t *, siginfo_t *);
 	siginfo_t si;
-	int rc, taker;
+	struct sigwait_call c = { .set = set, .info = &si };
 
-	*(void **)&f = next_fn(&real_sigwaitinfo, "sigwaitinfo");
-	if (!f)
-		return ENOSYS;
-	taker = taker_enter(noted(set));
 	do
-		rc = f(set, &si);
-	while ((rc < 0 && errno == EINTR) || took_ours(rc, &si));
-	taker_leave(taker);
-	if (rc < 0)
-		return errno;
-	*sig = rc;
+		marked_wait(&c);
+	while (c.rc < 0 && c.err == EINTR);
+	if (c.rc < 0)
+		return c.err;
+	*sig = c.rc;
 	return 0;
 }
 
 SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
-	int (*f)(const sigset_t *, siginfo_t *);
 	siginfo_t mine;
-	struct retry r;
-	int rc, taker, err;
+	struct sigwait_call c = { .set = set, .info = info ? info : &mine };
 
-	*(void **)&f = next_fn(&real_sigwaitinfo, "sigwaitinfo");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	if (!info)
-		info = &mine;
-	taker = taker_enter(noted(set));
-	retry_begin(&r, NULL);
-	do
-		rc = f(set, info);
-	while (retry_again(&r, rc) || took_ours(rc, info));
-	err = errno;
-	taker_leave(taker);
-	errno = err;
-	return rc;
+	marked_wait(&c);
+	errno = c.err;
+	return c.rc;
 }
 
 SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
 			       const struct timespec *timeout)
 {
-	int (*f)(const sigset_t *, siginfo_t *, const struct timespec *);
 	siginfo_t mine;
-	struct retry r;
-	int rc, taker, err;
+	struct sigwait_call c = { .set = set,
+				  .info = info ? info : &mine,
+				  .timeout = timeout,
+				  .timed = true };
 
-	*(void **)&f = next_fn(&real_sigtimedwait, "sigtimedwait");
-	if (!f) {
-		errno = ENOSYS;
-		return -1;
-	}
-	if (!info)
-		info = &mine;
-	taker = taker_enter(noted(set));
-	retry_begin(&r, timeout);
-	do
-		rc = f(set, info, r.timeout);
-	while (retry_again(&r, rc) || (took_ours(rc, info) && retry_left(&r)));
-	err = errno;
-	taker_leave(taker);
-	errno = err;
-	if (took_ours(rc, info)) { /* the time ran out meanwhile */
-		errno = EAGAIN;
-		return -1;
-	}
-	return rc;
+	marked_wait(&c);
+	errno = c.err;
+	return c.rc;
 }
 
 /*

@@ -68,18 +68,17 @@ static bool in_libunwind(uintptr_t caller)
 	return caller >= unwind_text_lo && caller < unwind_text_hi;
 }
 
-void sigmask_note(int how, const sigset_t *set)
+/* The claim: whether our signal (after any move) is in set. */
+static bool claim(const sigset_t *set)
 {
 	int signo = handler_signo;
 
-	if (!set || how == SIG_UNBLOCK)
-		return;
 	if (signo <= 0) {
 		signo_note(set); /* before we choose: not one of those */
-		return;
+		return false;
 	}
 	if (!sigismember(set, signo))
-		return;
+		return false;
 	/*
 	 * Named as such, the signal is the program's: we move to another
 	 * and it gets its own as it asked.
@@ -87,8 +86,21 @@ void sigmask_note(int how, const sigset_t *set)
 	if (signo_named(set, signo)) {
 		signo = signo_yield(signo);
 		if (signo <= 0 || !sigismember(set, signo))
-			return;
+			return false;
 	}
+	return true;
+}
+
+void sigmask_claim(const sigset_t *set)
+{
+	if (set)
+		(void)claim(set);
+}
+
+void sigmask_note(int how, const sigset_t *set)
+{
+	if (!set || how == SIG_UNBLOCK || !claim(set))
+		return;
 	atomic_fetch_add(&handler_recheck_epoch, 1);
 }
 

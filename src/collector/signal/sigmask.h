@@ -22,4 +22,12 @@ void sigmask_init(void);
  */
 void sigmask_note(int how, const sigset_t *set);
 
+/*
+ * sigmask_note() for a set a wait takes or a mask it installs for its
+ * duration: only the claim. A wait's mask is seen in the thread's SigBlk
+ * while it waits, and a wait on a set that holds our signal is marked
+ * (collector/waits.c), so the dumper needs no word. Async-signal-safe.
+ */
+void sigmask_claim(const sigset_t *set);
+
 #endif /* SW_SIGMASK_H */
