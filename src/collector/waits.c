@@ -287,7 +287,7 @@ SW_INTERPOSER int sigwait(const sigset_t *set, int *sig)
 
 SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 {
-	siginfo_t mine;
+	siginfo_t mine = { 0 };
 	struct sigwait_call c = { .set = set, .info = info ? info : &mine };
 
 	marked_wait(&c);
@@ -298,7 +298,7 @@ SW_INTERPOSER int sigwaitinfo(const sigset_t *set, siginfo_t *info)
 SW_INTERPOSER int sigtimedwait(const sigset_t *set, siginfo_t *info,
 			       const struct timespec *timeout)
 {
-	siginfo_t mine;
+	siginfo_t mine = { 0 };
 	struct sigwait_call c = { .set = set,
 				  .info = info ? info : &mine,
 				  .timeout = timeout,
