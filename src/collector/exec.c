@@ -29,7 +29,7 @@
 #include <string.h>
 #include <linux/seccomp.h>
 #include <stdatomic.h>
-#include <sys/prctl.h>
+#include <linux/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -411,23 +411,22 @@ SW_INTERPOSER int execle(const char *path, const char *arg, ...)
 /*
  * prctl(): PR_SET_SECCOMP (strict mode, or a filter for this thread) goes
  * in with dumps held off, as through syscall(); everything else goes
- * straight on. Four arguments are read whether or not the caller passed
- * them, as libc's own prctl() does.
+ * straight on. Defined with four fixed arguments after the option, not
+ * as libc's variadic prototype (<sys/prctl.h> is not included here): on
+ * x86-64 both pass them in the same registers, and reading the registers
+ * is harmless where the caller passed fewer, where va_arg past its
+ * arguments would read the caller's stack.
  */
-SW_INTERPOSER int prctl(int option, ...)
+int prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4,
+	  unsigned long a5);
+
+SW_INTERPOSER int prctl(int option, unsigned long a2, unsigned long a3,
+			unsigned long a4, unsigned long a5)
 {
 	static int (*real_prctl)(int, ...);
-	unsigned long a2, a3, a4, a5;
 	bool held;
-	va_list ap;
 	int rc, err;
 
-	va_start(ap, option);
-	a2 = va_arg(ap, unsigned long);
-	a3 = va_arg(ap, unsigned long);
-	a4 = va_arg(ap, unsigned long);
-	a5 = va_arg(ap, unsigned long);
-	va_end(ap);
 	if (!real_prctl)
 		*(void **)&real_prctl = dlsym(RTLD_NEXT, "prctl");
 	if (!real_prctl) {

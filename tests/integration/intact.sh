@@ -98,8 +98,18 @@ dumped_status() {
 	cat "$tmp"/dump.* 2>/dev/null | grep -q "\"status\":\"$1\""
 }
 
+# A sanitized agent (make asan) brings its runtime, whose own calls (the
+# leak check at exit: clone, ptrace) a filter for every thread kills for.
+sanitized=no
+readelf -d "$agent" 2>/dev/null | grep -q 'lib[a-z]*san' && sanitized=yes
+
 for mode in strict filter tsync trap blockall; do
 	rm -f "$tmp"/dump.*
+	if [ "$mode" = tsync ] && [ "$sanitized" = yes ]; then
+		echo "ok - # SKIP tsync: a sanitized agent's runtime makes" \
+			"calls the program's filter kills for"
+		continue
+	fi
 	if ! start "$mode" 4; then
 		nok "$mode: starts under the agent and registers: $(cat "$out")"
 		continue
