@@ -138,6 +138,23 @@ static int readable(struct unwind_ctx *ctx, uint64_t addr, uint64_t len)
 	return loader_modules(find_module, &f) > 0;
 }
 
+/*
+ * Reads a word of another thread's stack, or of a module, while that
+ * thread may run: a race by nature, as for any sampling profiler, and
+ * harmless (a stale word ends a stack early at worst). ThreadSanitizer is
+ * told not to watch this one load.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define NOT_TSAN __attribute__((no_sanitize_thread))
+#else
+#define NOT_TSAN
+#endif
+
+NOT_TSAN static unw_word_t load_word(unw_word_t addr)
+{
+	return *(const volatile unw_word_t *)(uintptr_t)addr;
+}
+
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
 		      int write, void *arg)
 {
@@ -150,7 +167,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
 		ctx->cut = 1;
 		return -UNW_EINVAL;
 	}
-	memcpy(val, (const void *)(uintptr_t)addr, sizeof(*val));
+	*val = load_word(addr);
 	return 0;
 }
 
