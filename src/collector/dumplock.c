@@ -3,6 +3,8 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -14,8 +16,25 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * Bounded takers waiting: a dump about to start lets them go first.
+ * Without it an exec waiting beside dumps that follow one another back to
+ * back (two dumping threads, or one under a sanitizer) found the lock
+ * held at each of its naps, for the whole bound.
+ */
+static _Atomic unsigned waiting;
+
+static void nap_ms(void)
+{
+	struct timespec nap = { 0, 1000000L };
+
+	nanosleep(&nap, NULL);
+}
+
 void dumplock_take(void)
 {
+	while (atomic_load(&waiting) != 0)
+		nap_ms();
 	pthread_mutex_lock(&lock);
 }
 
@@ -32,18 +51,22 @@ void dumplock_give(void)
 bool dumplock_take_bounded(void)
 {
 	uint64_t until = clock_now_ns() + DUMPLOCK_BOUND_NS;
+	bool got = true;
 
+	atomic_fetch_add(&waiting, 1);
 	while (pthread_mutex_trylock(&lock) != 0) {
-		struct timespec nap = { 0, 1000000L };
-
-		if (clock_now_ns() >= until)
-			return false;
-		nanosleep(&nap, NULL);
+		if (clock_now_ns() >= until) {
+			got = false;
+			break;
+		}
+		nap_ms();
 	}
-	return true;
+	atomic_fetch_sub(&waiting, 1);
+	return got;
 }
 
 void dumplock_atfork_child(void)
 {
+	atomic_store(&waiting, 0);
 	pthread_mutex_init(&lock, NULL);
 }

@@ -16,7 +16,8 @@ void dumplock_give(void);
 
 /*
  * Takes the lock, waiting at most a dump's longest timeout (plus its
- * learning and some room). False, and nothing held, if that passed.
+ * learning and some room). False, and nothing held, if that passed. It
+ * goes before any dump not yet started: it waits for one dump at most.
  */
 bool dumplock_take_bounded(void);
 
