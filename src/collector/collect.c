@@ -177,12 +177,17 @@ static void register_atfork(void)
 	pthread_atfork(NULL, NULL, atfork_child);
 }
 
-/* Installs this copy's collector: the handler and what goes with it. */
-static int install_here(void)
+static void register_atfork_once(void)
 {
 	static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&atfork_once, register_atfork);
+}
+
+/* Installs this copy's collector: the handler and what goes with it. */
+static int install_here(void)
+{
+	register_atfork_once();
 	return handler_install();
 }
 
@@ -1046,6 +1051,8 @@ static int collect_here(const struct collect_opts *opts,
 	if (r.window < 1 || r.window > HANDLER_SLOTS)
 		r.window = HANDLER_SLOTS;
 
+	/* The part of the installation left for the first dump (once). */
+	install_here();
 	dumplock_take();
 	start_ns = clock_now_ns();
 	r.deadline_ns = start_ns + (uint64_t)opts->timeout_ms * 1000000ull;
@@ -1238,6 +1245,16 @@ int collect_install(void)
 	const struct sw_collector *c = serving();
 
 	return c ? c->install() : server_err;
+}
+
+int collect_install_early(void)
+{
+	const struct sw_collector *c = serving();
+
+	if (c != &sw_collector_abi2)
+		return collect_install(); /* another copy's: all of it */
+	register_atfork_once();
+	return handler_install_early();
 }
 
 int collect_signal(void)

@@ -49,6 +49,14 @@ int collect_install(void);
 int collect_signal(void);
 
 /*
+ * What a program that may exit or exec at once needs: the handler on its
+ * signal (ours), nothing loaded, read or allocated; the rest comes with
+ * collect_install() or the first dump. Another copy's collector is
+ * installed whole. Returns as collect_install() does.
+ */
+int collect_install_early(void);
+
+/*
  * Collects every thread of the calling process but those of opts->skip,
  * which the dump leaves out (the calling thread too, when it is one of
  * them; with every thread left out, no signal goes and the dump has the

@@ -38,12 +38,15 @@
 #include "sys.h"
 #include "unwind.h"
 
+static pthread_once_t early_once = PTHREAD_ONCE_INIT;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static pthread_once_t unwind_once = PTHREAD_ONCE_INIT;
-static int install_result;
+static int early_result;   /* the signal, or a negative error */
+static int install_result; /* the same, once primed for dumps */
 
-/* libunwind and what it calls into, once, outside signal context. */
-static void load_unwind(void)
+/* What the handler and the interposers call through pointers: a few
+ * dlsym() lookups, once, outside signal context. */
+static void resolve_calls(void)
 {
 	const char *env = getenv("STACKWATCH_UNWIND");
 
@@ -52,6 +55,12 @@ static void load_unwind(void)
 	sigmask_init();
 	if (env && strcmp(env, "libunwind") == 0)
 		framecache_off = 1; /* every stack by libunwind, no rules */
+}
+
+/* libunwind, once, outside signal context: a dlopen() of three objects. */
+static void load_unwind(void)
+{
+	resolve_calls();
 	unwind_load();
 }
 
@@ -587,16 +596,17 @@ static void prime_unwinder(int signo)
 	memset(handler_slots, 0, sizeof(handler_slots));
 }
 
-static void install(void)
+/*
+ * The handler on its signal, and nothing that costs: a program that
+ * exits or execs at once pays two sigaction() calls. No dump signals
+ * before install() has run too (handler_check() says so).
+ */
+static void install_early(void)
 {
 	struct sigaction sa;
 	int signo;
 
-	pthread_once(&unwind_once, load_unwind);
-	if (!unwind.step) {
-		install_result = SW_ENOTINIT;
-		return;
-	}
+	resolve_calls();
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
 	/*
@@ -634,14 +644,46 @@ static void install(void)
 	 */
 	sa.sa_mask.__val[0] |= (1ull << (32 - 1)) | (1ull << (33 - 1));
 	signo = signo_install(&sa);
-	if (signo < 0) {
-		install_result = signo;
+	if (signo > 0)
+		handler_signo = signo; /* the mask interposers keep it open */
+	early_result = signo;
+}
+
+/*
+ * The rest, before the first dump: libunwind loaded, the handler run
+ * once so that everything it calls is bound, the slots touched. Until
+ * then a signal of ours finds no armed slot and the handler returns.
+ */
+static void install(void)
+{
+	int signo;
+
+	pthread_once(&early_once, install_early);
+	if (early_result < 0) {
+		install_result = early_result;
 		return;
 	}
-	/* No signal is sent before handler_signo is set. */
+	pthread_once(&unwind_once, load_unwind);
+	if (!unwind.step) {
+		install_result = SW_ENOTINIT;
+		return;
+	}
+	/* Moved since (signo.c), or given up: nothing to prime. */
+	signo = handler_signo;
+	if (!signo) {
+		install_result = SW_ENOSIGNAL;
+		return;
+	}
 	prime_unwinder(signo);
-	handler_signo = signo;
 	install_result = signo;
+}
+
+int handler_install_early(void)
+{
+	pthread_once(&early_once, install_early);
+	if (early_result < 0)
+		return early_result;
+	return handler_signo ? handler_signo : SW_ENOSIGNAL;
 }
 
 int handler_install(void)
@@ -662,10 +704,10 @@ int handler_check(void)
 {
 	struct sigaction cur;
 
+	if (install_result <= 0)
+		return install_result < 0 ? install_result : SW_ENOTINIT;
 	if (!handler_signo)
-		return install_result < 0    ? install_result
-		       : install_result == 0 ? SW_ENOTINIT
-					     : SW_ENOSIGNAL;
+		return SW_ENOSIGNAL;
 	if (sigaction(handler_signo, NULL, &cur) < 0)
 		return -errno;
 	if (!(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != handler)

@@ -22,11 +22,23 @@
 /*
  * Installs the handler once per process: STACKWATCH_SIGNAL when set and
  * valid, else the first real-time signal from SIGRTMIN+4 up without a
- * handler; a signal that already has one is never taken over. Primes
- * libunwind before returning. Returns the signal number or a negative
- * error (SW_ENOSIGNAL, -EINVAL for a bad STACKWATCH_SIGNAL). Thread-safe.
+ * handler; a signal that already has one is never taken over. Loads and
+ * primes libunwind before returning (handler_install_early() first, if
+ * it has not run). Returns the signal number or a negative error
+ * (SW_ENOSIGNAL, -EINVAL for a bad STACKWATCH_SIGNAL, SW_ENOTINIT without
+ * libunwind). Thread-safe; not for signal context.
  */
 int handler_install(void);
+
+/*
+ * Only the handler on its signal (the same choice), once per process,
+ * with none of the cost of handler_install(): no libunwind, no files
+ * read, no allocation. A signal arriving meanwhile finds no slot armed
+ * and is answered by returning; no dump starts before handler_install()
+ * (handler_check() fails until then). Returns as handler_install() does.
+ * Thread-safe; not for signal context.
+ */
+int handler_install_early(void);
 
 /* The installed signal, or 0. */
 int handler_signal(void);
@@ -37,7 +49,8 @@ int handler_signal(void);
  */
 bool handler_sent_by_us(const siginfo_t *si);
 
-/* 0 when our handler is still the one installed, else SW_EHANDLER. */
+/* 0 when handler_install() succeeded and our handler is still the one
+ * installed; else its error, SW_ENOTINIT before it, or SW_EHANDLER. */
 int handler_check(void);
 
 /*
