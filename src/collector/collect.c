@@ -138,14 +138,26 @@ struct run {
  * In a child of fork() only the forking thread exists: a dump another
  * thread had in progress will never finish, so the lock and the slots
  * start afresh.
+ *
+ * Nothing of the dumper's to undo unless a dump ever ran (fresh_gen()).
+ * The slots span some 30 pages, and a child that writes a page copies
+ * it, one that reads a page never touched faults it in: most children
+ * exec or exit at once. Only the slots a dump left in use are freed; a
+ * free slot's generation is no matter, the dumper arms a slot with a
+ * fresh one.
  */
 static void atfork_child(void)
 {
 	dumplock_atfork_child();
-	nanswered = 0; /* other threads' tids */
-	names_at_ns = 0;
-	for (int s = 0; s < HANDLER_SLOTS; s++)
-		atomic_store(&handler_slots[s].word, SLOT_WORD(0, SLOT_FREE));
+	if (next_gen != 0) {
+		nanswered = 0; /* other threads' tids */
+		names_at_ns = 0;
+		for (int s = 0; s < HANDLER_SLOTS; s++)
+			if (SLOT_STATE(atomic_load(&handler_slots[s].word)) !=
+			    SLOT_FREE)
+				atomic_store(&handler_slots[s].word,
+					     SLOT_WORD(0, SLOT_FREE));
+	}
 	loader_gate_atfork_child();
 }
 

@@ -374,10 +374,14 @@ NOT_TSAN void loader_gate_leave(int ticket, uint64_t word)
 NOT_TSAN void loader_gate_atfork_child(void)
 {
 	/* Only this thread is left: what it holds is all that counts. */
+	uint32_t word = sw_loader_close_depth > 0 ? 1u : 0u;
+
+	/* (written only where it changes: a page written is a page copied) */
 	for (unsigned i = 0; i < LOADER_GATE_TICKETS; i++)
-		atomic_store(&sw_loader_gate2.tickets[i], 0);
-	atomic_store(&sw_loader_gate2.word,
-		     sw_loader_close_depth > 0 ? 1u : 0u);
+		if (atomic_load(&sw_loader_gate2.tickets[i]) != 0)
+			atomic_store(&sw_loader_gate2.tickets[i], 0);
+	if (atomic_load(&sw_loader_gate2.word) != word)
+		atomic_store(&sw_loader_gate2.word, word);
 }
 
 SW_INTERPOSER NOT_TSAN void *dlopen(const char *file, int mode)
