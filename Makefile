@@ -309,6 +309,11 @@ $(BUILD)/bench/bench_target: tests/bench/bench_target.c tests/bench/shapes.h
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 $(OPT) -pthread $(WARN) $(if $(WERROR),-Werror) -o $@ $<
 
+# So is the fork benchmark's (tests/bench/forkexec.sh).
+$(BUILD)/bench/bench_fork: tests/bench/bench_fork.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 $(OPT) $(WARN) $(if $(WERROR),-Werror) -o $@ $<
+
 # The test of the daemon's pid namespace translation includes its source.
 $(BUILD)/tests/test_nspid: src/daemon/nspid.c src/daemon/nspid.h
 

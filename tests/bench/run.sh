@@ -24,7 +24,9 @@
 # a minute and a half on an idle 2-vCPU machine.
 #
 # Then the page's render times in headless Chromium (SW_BENCH_WEB=0 skips
-# them; a missed limit prints "not ok"), and tests/bench/daemon.sh (skipped with SW_BENCH_DAEMON=0) prints a
+# them; a missed limit prints "not ok"), tests/bench/forkexec.sh (skipped
+# with SW_BENCH_FORKEXEC=0: what the agent costs fork, exec and $(...),
+# with it and without), and tests/bench/daemon.sh (skipped with SW_BENCH_DAEMON=0) prints a
 # second table: stackwatch through the daemon against eu-stack and gdb on
 # the same processes, the pause each imposes, the target's RSS and the
 # daemon at rest (a few more minutes; see its header).
@@ -298,6 +300,12 @@ if [ "${SW_BENCH_WEB:-1}" != 0 ]; then
 	weblog=$(SW_WEB_TIMING=1 BUILD=$build sh "$(dirname "$0")/../integration/web.sh" 2>&1)
 	printf '%s\n' "$weblog" | grep -E '^(not )?ok .*(render|quick)' || true
 	[ -f "$build/web/render-1000.txt" ] && sed 's/^/    /' "$build/web/render-1000.txt"
+fi
+
+# ---- fork and exec under the agent ----
+if [ "${SW_BENCH_FORKEXEC:-1}" != 0 ]; then
+	echo
+	sh "$(dirname "$0")/forkexec.sh" "$build" || status=1
 fi
 
 # ---- through the daemon, against eu-stack and gdb ----

@@ -1,0 +1,53 @@
+/*
+ * bench_fork.c - fork(), _exit() in the child, waitpid() in the parent, in
+ * a loop: what a process pays per child (tests/bench/forkexec.sh runs it
+ * with the agent preloaded and without).
+ *
+ *	bench_fork ROUNDS
+ *
+ * Prints "fork_us_per_round X": the wall time of the loop over ROUNDS.
+ * A plain program: nothing of ours is linked in.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 0;
+	double start;
+
+	if (rounds <= 0) {
+		fprintf(stderr, "usage: bench_fork ROUNDS\n");
+		return 2;
+	}
+	start = now_us();
+	for (int i = 0; i < rounds; i++) {
+		int st;
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (pid == 0)
+			_exit(0);
+		if (waitpid(pid, &st, 0) != pid) {
+			perror("waitpid");
+			return 1;
+		}
+	}
+	printf("fork_us_per_round %.1f\n", (now_us() - start) / rounds);
+	return 0;
+}
