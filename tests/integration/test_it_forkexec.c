@@ -1,0 +1,160 @@
+/*
+ * test_it_forkexec.c - children of fork() that exec or exit at once never
+ * start the agent's thread nor connect; a child that lives on registers
+ * under its own pid. Runs tests/fixtures/forker under the agent with the
+ * real daemon (its log at info level, where every agent connection it
+ * accepts shows by pid).
+ *
+ * The quick children run with STACKWATCH_START_DELAY_MS at 10 minutes, so
+ * that no wait on a busy machine can make them look slow: what is tested
+ * is that nothing starts before the delay, not how long it is.
+ */
+#include <errno.h>
+
+#include "itest.h"
+#include "tap.h"
+
+#define QUICK 20
+
+static char forker[256];
+
+static pid_t spawn(const struct itest_daemon *d, const char *mode,
+		   const char *n, bool quick, int *out)
+{
+	char *argv[] = { forker, (char *)mode, (char *)n, NULL };
+	pid_t pid;
+
+	if (quick)
+		setenv("STACKWATCH_START_DELAY_MS", "600000", 1);
+	pid = itest_spawn(d, argv, out);
+	unsetenv("STACKWATCH_START_DELAY_MS");
+	return pid;
+}
+
+static void test_threads(const struct itest_daemon *d)
+{
+	char line[64], n[16];
+	int out, one = 0, got = 0, other = -1;
+	pid_t pid;
+
+	snprintf(n, sizeof(n), "%d", QUICK);
+	pid = spawn(d, "threads", n, true, &out);
+	while (itest_read_line(out, line, sizeof(line)) &&
+	       strcmp(line, "ready") != 0) {
+		int c;
+
+		if (sscanf(line, "threads %d", &c) != 1)
+			continue;
+		got++;
+		if (c == 1)
+			one++;
+		else
+			other = c;
+	}
+	TAP_OK(got == QUICK && one == QUICK,
+	       "children of fork() that count their threads at once find "
+	       "only their own: %d of %d saw 1 (another saw %d)",
+	       one, got, other);
+	itest_kill(pid);
+	close(out);
+}
+
+/* Whether the daemon's log names pid as an agent that connected. */
+static bool connected(const struct itest_daemon *d, pid_t pid)
+{
+	char a[64], b[64], line[512];
+	FILE *f = fopen(d->log, "r");
+	bool seen = false;
+
+	if (!f)
+		return true;
+	snprintf(a, sizeof(a), "registered pid %d ", (int)pid);
+	snprintf(b, sizeof(b), "connection from pid %d:", (int)pid);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, a) || strstr(line, b))
+			seen = true;
+	fclose(f);
+	return seen;
+}
+
+static void test_exec(const struct itest_daemon *d)
+{
+	pid_t kids[QUICK], pid, live, child = 0;
+	char line[64], n[16];
+	int out, lout, nkids = 0, ok = 0, seen = 0;
+	bool reg;
+	long t0;
+
+	snprintf(n, sizeof(n), "%d", QUICK);
+	pid = spawn(d, "exec", n, true, &out);
+	while (itest_read_line(out, line, sizeof(line)) &&
+	       strcmp(line, "ready") != 0) {
+		int k, st;
+
+		if (sscanf(line, "child %d %d", &k, &st) != 2 || nkids >= QUICK)
+			continue;
+		kids[nkids++] = k;
+		ok += st == 0;
+	}
+	TAP_OK(nkids == QUICK && ok == QUICK,
+	       "children of fork() exec /bin/true under the agent: %d of %d "
+	       "exited 0",
+	       ok, nkids);
+
+	/* One that lives on, at the default delay: both register. Once
+	 * they have, every connection made before theirs was accepted. */
+	t0 = itest_now_ms();
+	live = spawn(d, "live", NULL, false, &lout);
+	while (itest_read_line(lout, line, sizeof(line)) &&
+	       strcmp(line, "ready") != 0)
+		sscanf(line, "child %d", &child);
+	reg = live > 0 && itest_wait_registered(d, live, 10000);
+	TAP_OK(reg,
+	       "a program that lives on registers (%ld ms after it "
+	       "started)",
+	       itest_now_ms() - t0);
+	reg = child > 0 && itest_wait_registered(d, child, 10000);
+	TAP_OK(reg,
+	       "its child of fork() that lives on registers under its own "
+	       "pid %d (%ld ms after the program started)",
+	       (int)child, itest_now_ms() - t0);
+	TAP_OK(child > 0 && connected(d, child),
+	       "the daemon's log names the connections it accepts");
+	for (int i = 0; i < nkids; i++)
+		seen += connected(d, kids[i]);
+	TAP_OK(nkids > 0 && seen == 0,
+	       "none of the %d children that exec'd /bin/true connected to "
+	       "the daemon (%d did)",
+	       nkids, seen);
+
+	if (child > 0)
+		kill(child, SIGKILL);
+	itest_kill(live);
+	itest_kill(pid);
+	close(out);
+	close(lout);
+	for (long end = itest_now_ms() + 5000;
+	     child > 0 && kill(child, 0) == 0 && itest_now_ms() < end;)
+		itest_sleep_ms(10);
+	TAP_OK(child <= 0 || (kill(child, 0) < 0 && errno == ESRCH),
+	       "every process the test started is gone");
+}
+
+int main(void)
+{
+	static const char *const args[] = { "--sample-interval", "0",
+					    "--log-level", "info", NULL };
+	struct itest_daemon d;
+
+	snprintf(forker, sizeof(forker), "%s/fixtures/forker",
+		 itest_target_build());
+	if (itest_daemon_start_args(&d, args) < 0) {
+		TAP_OK(0, "the daemon starts");
+		return tap_done();
+	}
+	test_threads(&d);
+	test_exec(&d);
+	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon stops cleanly");
+	itest_daemon_cleanup(&d);
+	return tap_done();
+}
