@@ -142,7 +142,7 @@ static int readable(struct unwind_ctx *ctx, uint64_t addr, uint64_t len)
  * Reads a word of another thread's stack, or of a module, while that
  * thread may run: a race by nature, as for any sampling profiler, and
  * harmless (a stale word ends a stack early at worst). ThreadSanitizer is
- * told not to watch this one load.
+ * told not to watch this one load. The address may be unaligned (code).
  */
 #if defined(__SANITIZE_THREAD__)
 #define NOT_TSAN __attribute__((no_sanitize_thread))
@@ -150,9 +150,12 @@ static int readable(struct unwind_ctx *ctx, uint64_t addr, uint64_t len)
 #define NOT_TSAN
 #endif
 
+/* A word at any address: libunwind reads code bytes one word at a time. */
+typedef unw_word_t unaligned_word __attribute__((aligned(1)));
+
 NOT_TSAN static unw_word_t load_word(unw_word_t addr)
 {
-	return *(const volatile unw_word_t *)(uintptr_t)addr;
+	return *(const volatile unaligned_word *)(uintptr_t)addr;
 }
 
 static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val,
