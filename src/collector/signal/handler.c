@@ -457,7 +457,7 @@ static void handler(int signo, siginfo_t *si, void *ctx)
 		*err = saved_errno;
 		return;
 	}
-	if (signo == handler_signo && !handler_sent_by_us(si)) {
+	if (signo == handler_signo && !h->priming && !handler_sent_by_us(si)) {
 		foreign_default(signo, si);
 		*err = saved_errno;
 		return;
@@ -572,11 +572,14 @@ static void prime_handler(int signo)
 	si.si_value.sival_ptr = (void *)(uintptr_t)(1u << 8);
 	atomic_store(&handler_slots[0].word, SLOT_WORD(1, SLOT_ARMED));
 	sw_loader_depth++;
+	/* Its cookie is no dump's: handler_sent_by_us() would say foreign. */
+	handler_tls.priming = true;
 	/* getcontext() saves no rax, which the handler reads (is this a
 	 * system call?): the rest of the context is zeroes, not garbage. */
 	memset(&uc, 0, sizeof(uc));
 	if (getcontext(&uc) == 0)
 		handler(signo, &si, &uc);
+	handler_tls.priming = false;
 	sw_loader_depth--;
 	/* (it published: the slot is DONE, and prime_unwinder clears it) */
 }

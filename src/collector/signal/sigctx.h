@@ -12,6 +12,7 @@
 #define SW_SIGCTX_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model/limits.h"
@@ -93,6 +94,7 @@ struct handler_tls {
 	uint64_t ticket_word;
 	uint64_t slot_word;
 	uint32_t runs; /* times our handler ran here: who caused an EINTR */
+	bool priming;  /* prime_handler() calls the handler on this thread */
 };
 extern __thread struct handler_tls handler_tls
 	__attribute__((tls_model("initial-exec")));
