@@ -1,6 +1,7 @@
 /*
  * agent.c - libstackwatch-agent.so: loaded into a target with LD_PRELOAD
- * (or linked), it installs the collector's handler and starts one thread,
+ * (or linked), it installs the collector's handler and, once the process
+ * settles (settle.h: most exec or exit before), starts one thread,
  * "sw-agent", that registers with the daemon over a unix socket and
  * answers its dump requests with raw dumps (no symbols: the daemon does
  * that). A request may name threads the daemon has read by other means:
@@ -38,7 +39,7 @@
  * - fork() and vfork() copy the calling thread's table, which never held
  *   our socket: a child has nothing of the parent's connection (else the
  *   daemon would never see the parent go) and starts its own agent
- *   thread; exec() ends the thread and its table with it, and a
+ *   thread when it settles; exec() ends the thread and its table with it, and a
  *   re-loaded agent starts anew.
  * - Nothing can wake the thread out of a poll() on its socket by closing
  *   or shutting it down: it also polls a pipe of its own table, which
@@ -106,6 +107,7 @@
 #include "model/procfs.h"
 #include "model/sockcheck.h"
 #include "model/wire.h"
+#include "settle.h"
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -124,7 +126,8 @@
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int agent_signo; /* nonzero once the handler is installed */
 static int told_signo;	/* the signal the daemon was last told */
-static pid_t agent_pid; /* the process the thread belongs to */
+SW_FORK_STATE static pid_t agent_pid; /* whose thread it is */
+static long start_delay_ms;	      /* STACKWATCH_START_DELAY_MS (settle.h) */
 
 /* sock_path is the default, not $STACKWATCH_SOCKET: its path is checked. */
 static bool sock_is_default;
@@ -134,13 +137,17 @@ static bool sock_is_default;
  * descriptor table, used by the thread alone. pause_lock serializes
  * starting and stopping the thread.
  */
-static int conn = -1;
+SW_FORK_STATE static int conn = -1;
 static _Atomic int wake_fd = -1; /* the wake pipe's read end, its table */
 static _Atomic int waiting; /* 1: the thread is in (or going into) poll() */
 
-static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool running; /* under pause_lock: a thread exists */
-static int pauses;   /* under pause_lock: stopped while > 0 */
+SW_FORK_STATE static pthread_mutex_t pause_lock = PTHREAD_MUTEX_INITIALIZER;
+SW_FORK_STATE static bool running; /* under pause_lock: a thread exists */
+SW_FORK_STATE static bool
+	wanted; /* under pause_lock: started (settle.h), not given up */
+SW_FORK_STATE static bool
+	rearm; /* under pause_lock: armed when the pause began */
+SW_FORK_STATE static int pauses; /* under pause_lock: stopped while > 0 */
 static pthread_t thread;
 static _Atomic pid_t thread_tid;
 static _Atomic uint32_t stop_word; /* 1: the thread is asked to exit */
@@ -538,6 +545,7 @@ static int start_thread(void)
 	pthread_attr_t attr;
 	int rc;
 
+	collect_note_seccomp();
 	atomic_store(&stop_word, 0);
 	atomic_store(&thread_tid, 0);
 	atomic_store(&waiting, 0);
@@ -624,11 +632,24 @@ SW_INTERPOSER static void join_thread(pid_t tid)
 
 SW_INTERPOSER void agent_pause(void)
 {
+	bool disarmed = false;
 	pid_t tid;
 
 	if (!agent_pid || getpid() != agent_pid)
 		return; /* not started, or a vfork() child: hands off */
+	/*
+	 * Not started yet: it must not start in between either (a filter
+	 * for every thread would take in a thread of ours, and the settle
+	 * checks' own calls). agent_resume() arms it again. Waited for
+	 * outside the lock, which a check that is starting the thread takes.
+	 */
+	if (settle_armed()) {
+		settle_disarm();
+		settle_quiesce();
+		disarmed = true;
+	}
 	pthread_mutex_lock(&pause_lock);
+	rearm |= disarmed;
 	if (pauses++ > 0 || !running) {
 		pthread_mutex_unlock(&pause_lock);
 		return;
@@ -647,15 +668,53 @@ SW_INTERPOSER void agent_resume(void)
 	if (!agent_pid || getpid() != agent_pid)
 		return;
 	pthread_mutex_lock(&pause_lock);
-	if (pauses > 0 && --pauses == 0 && !running && agent_signo &&
-	    start_thread() < 0)
-		say("cannot start the agent thread again", -EAGAIN);
+	if (pauses > 0 && --pauses == 0) {
+		if (rearm)
+			settle_arm();
+		rearm = false;
+		if (!running && wanted && agent_signo && start_thread() < 0)
+			say("cannot start the agent thread again", -EAGAIN);
+	}
+	pthread_mutex_unlock(&pause_lock);
+}
+
+/*
+ * The process settled (settle.c): its thread starts, unless one runs or
+ * a pause is on (the thread starts when it ends; after a TSYNC filter,
+ * never). Either way it is no longer waited for.
+ */
+static void start_settled(void)
+{
+	settle_disarm();
+	if (!agent_pid || getpid() != agent_pid)
+		return;
+	pthread_mutex_lock(&pause_lock);
+	if (!wanted && agent_signo) {
+		wanted = true;
+		if (pauses == 0 && !running && start_thread() < 0)
+			say("cannot start the agent thread", -EAGAIN);
+	}
+	pthread_mutex_unlock(&pause_lock);
+}
+
+/* At once without a delay; else at the first settled point. */
+static void start_or_arm(void)
+{
+	if (start_delay_ms > 0) {
+		settle_arm();
+		return;
+	}
+	pthread_mutex_lock(&pause_lock);
+	wanted = true;
+	if (start_thread() < 0)
+		say("cannot start the agent thread", -EAGAIN);
 	pthread_mutex_unlock(&pause_lock);
 }
 
 static void atfork_child(void)
 {
-	agent_pid = getpid();
+	/* A raw call: a child that exits at once binds nothing. */
+	agent_pid = (pid_t)sys_call0(SYS_getpid);
 	/*
 	 * Only this thread came along, with a copy of its own table: the
 	 * parent's connection, in the agent thread's table, stayed behind,
@@ -663,13 +722,20 @@ static void atfork_child(void)
 	 * program's first process). conn is a number of that other table:
 	 * nothing to close here.
 	 */
-	pthread_mutex_init(&pause_lock, NULL);
+	if (pause_lock.__data.__lock != 0)
+		pthread_mutex_init(&pause_lock, NULL);
 	conn = -1;
 	pauses = 0;
 	running = false;
-	/* The child has no agent thread: it registers under its own pid. */
-	if (start_thread() < 0)
-		say("cannot start the agent thread in a child", -EAGAIN);
+	wanted = false;
+	rearm = false;
+	/*
+	 * The child has no agent thread: it registers under its own pid,
+	 * once it settles (most children exec or exit at once).
+	 */
+	settle_disarm();
+	if (agent_signo)
+		start_or_arm();
 }
 
 __attribute__((constructor)) static void agent_init(void)
@@ -687,22 +753,18 @@ __attribute__((constructor)) static void agent_init(void)
 		say("cannot use the agent socket path", rc);
 		return;
 	}
-	rc = collect_install();
+	/* Libunwind and the rest wait for a first dump: most never get one. */
+	rc = collect_install_early();
 	if (rc < 0) {
 		say("cannot install the dump signal handler", rc);
 		return;
 	}
 	agent_signo = rc;
 	agent_pid = getpid();
-	pthread_mutex_lock(&pause_lock);
-	rc = start_thread();
-	pthread_mutex_unlock(&pause_lock);
-	if (rc < 0) {
-		say("cannot start the agent thread", rc);
-		agent_signo = 0;
-		return;
-	}
+	start_delay_ms = settle_init(start_settled);
 	pthread_atfork(NULL, NULL, atfork_child);
 	exec_quiesce_stop = agent_pause;
 	exec_quiesce_start = agent_resume;
+	exec_before_filter = settle_now;
+	start_or_arm();
 }

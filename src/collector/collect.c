@@ -81,7 +81,7 @@ static size_t nanswered;
 static int last_signo;		    /* the signal of the dump before */
 static uint32_t last_epoch;	    /* handler_recheck_epoch then */
 static _Atomic bool own_seccomp_ok; /* collect_trust_own_seccomp() */
-static int seccomp_at_start;	    /* /proc/self/status, at install */
+static int seccomp_at_start; /* /proc/self/status: collect_note_seccomp() */
 
 /*
  * Whether a thread in seccomp mode mode may take our signal. Strict mode
@@ -167,7 +167,7 @@ static void atfork_child(void)
  * runtime's profile) was made for the whole program, signal handling
  * included, and our agent's own calls have passed it since the start.
  */
-static void note_seccomp_at_start(void)
+static void note_seccomp(void)
 {
 	char buf[4096];
 	const char *mode;
@@ -181,9 +181,15 @@ static void note_seccomp_at_start(void)
 		seccomp_at_start = *mode - '0';
 }
 
+void collect_note_seccomp(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, note_seccomp);
+}
+
 static void register_atfork(void)
 {
-	note_seccomp_at_start();
 	exec_guard_init();
 	waits_init();
 	pthread_atfork(NULL, NULL, atfork_child);
@@ -200,6 +206,7 @@ static void register_atfork_once(void)
 static int install_here(void)
 {
 	register_atfork_once();
+	collect_note_seccomp();
 	return handler_install();
 }
 

@@ -57,6 +57,15 @@ int collect_signal(void);
 int collect_install_early(void);
 
 /*
+ * Notes the seccomp mode the process has now as the one it started with
+ * (a filter inherited at exec is trusted until the program enters a mode
+ * of its own): once, before our first signal can go. The agent calls it
+ * as its thread starts, not at load, which a program that exits at once
+ * pays for; collect_install() and the first dump call it too.
+ */
+void collect_note_seccomp(void);
+
+/*
  * Collects every thread of the calling process but those of opts->skip,
  * which the dump leaves out (the calling thread too, when it is one of
  * them; with every thread left out, no signal goes and the dump has the

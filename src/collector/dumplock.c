@@ -9,12 +9,13 @@
 #include <time.h>
 
 #include "dumplock.h"
+#include "collector/signal/sigctx.h"
 #include "model/clock.h"
 
 /* A dump's largest timeout (the daemon allows 10 s), learning, room. */
 #define DUMPLOCK_BOUND_NS (12 * 1000000000ull)
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+SW_FORK_STATE static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /*
  * Bounded takers waiting: a dump about to start lets them go first.
@@ -22,7 +23,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
  * back (two dumping threads, or one under a sanitizer) found the lock
  * held at each of its naps, for the whole bound.
  */
-static _Atomic unsigned waiting;
+SW_FORK_STATE static _Atomic unsigned waiting;
 
 static void nap_ms(void)
 {
@@ -67,6 +68,9 @@ bool dumplock_take_bounded(void)
 
 void dumplock_atfork_child(void)
 {
-	atomic_store(&waiting, 0);
-	pthread_mutex_init(&lock, NULL);
+	/* (written only where it changes: a page written is a page copied) */
+	if (atomic_load(&waiting) != 0)
+		atomic_store(&waiting, 0);
+	if (lock.__data.__lock != 0)
+		pthread_mutex_init(&lock, NULL);
 }

@@ -49,7 +49,7 @@ static execve_fn real_execve;
 static execveat_fn real_execveat;
 static execve_fn real_execvpe;
 static fexecve_fn real_fexecve;
-static pid_t owner_pid; /* the process whose dumps we hold off */
+SW_FORK_STATE static pid_t owner_pid; /* whose dumps we hold off */
 
 /* For the syscall() trampoline below, which calls them by name. */
 __attribute__((visibility("hidden"), used)) long exec_syscall(long number,
@@ -61,7 +61,7 @@ __attribute__((visibility("hidden"), used)) syscall_fn exec_resolve_syscall(
 
 static void atfork_child(void)
 {
-	owner_pid = getpid();
+	owner_pid = (pid_t)sys_call0(SYS_getpid); /* no PLT call to bind */
 }
 
 static void resolve(void)
@@ -133,8 +133,10 @@ SW_INTERPOSER static void release(bool held)
 }
 
 void (*exec_quiesce_stop)(void);
+void (*exec_before_filter)(void);
 void (*exec_quiesce_start)(void);
 _Atomic int exec_seccomp_entered;
+__thread int exec_seccomp_here __attribute__((tls_model("initial-exec")));
 
 /*
  * Before a seccomp mode goes in: no dump in progress (one could signal
@@ -153,7 +155,10 @@ SW_INTERPOSER static bool seccomp_enter(bool everyone)
 
 	if (everyone && exec_quiesce_stop)
 		exec_quiesce_stop();
+	else if (!everyone && exec_before_filter)
+		exec_before_filter();
 	held = hold();
+	exec_seccomp_here = 1;
 	atomic_store(&exec_seccomp_entered, 1);
 	atomic_fetch_add(&handler_recheck_epoch, 1);
 	return held;

@@ -21,8 +21,23 @@ void exec_guard_init(void);
  */
 extern void (*exec_quiesce_stop)(void);
 
+/*
+ * Set by the agent: called before a thread enters a seccomp mode of its
+ * own (not TSYNC), so that an agent thread not yet started starts first,
+ * outside the program's filter.
+ */
+extern void (*exec_before_filter)(void);
+
 /* Nonzero once a seccomp mode went in through libc (prctl, syscall). */
 extern _Atomic int exec_seccomp_entered;
+
+/*
+ * Nonzero on a thread that asked for a seccomp mode through libc (set
+ * before the call, whatever came of it), and on threads it created after
+ * (agent/settle.c marks them): a thread it starts would inherit the mode.
+ */
+extern __thread int exec_seccomp_here
+	__attribute__((tls_model("initial-exec")));
 extern void (*exec_quiesce_start)(void);
 
 #endif /* SW_COLLECTOR_EXEC_H */

@@ -260,6 +260,7 @@ SW_INTERPOSER static void sigwait_loop(struct sigwait_call *c)
  */
 SW_INTERPOSER static void marked_wait(struct sigwait_call *c)
 {
+	sigmask_settle(c->timed ? waits_ts_ns(c->timeout) : -1);
 	c->taker = taker_enter(noted(c->set));
 	pthread_cleanup_push(taker_cancelled, &c->taker);
 	sigwait_loop(c);
@@ -319,6 +320,7 @@ SW_INTERPOSER int sigsuspend(const sigset_t *mask)
 {
 	int (*f)(const sigset_t *);
 
+	sigmask_settle(-1);
 	*(void **)&f = next_fn(&real_sigsuspend, "sigsuspend");
 	if (!f) {
 		errno = ENOSYS;
@@ -331,6 +333,7 @@ SW_INTERPOSER int signalfd(int fd, const sigset_t *mask, int flags)
 {
 	int (*f)(int, const sigset_t *, int);
 
+	sigmask_settle(0);
 	*(void **)&f = next_fn(&real_signalfd, "signalfd");
 	if (!f) {
 		errno = ENOSYS;
@@ -348,6 +351,7 @@ SW_INTERPOSER int ppoll(struct pollfd *fds, nfds_t nfds,
 	struct retry r;
 	int rc;
 
+	sigmask_settle(waits_ts_ns(timeout));
 	*(void **)&f = next_fn(&real_ppoll, "ppoll");
 	if (!f) {
 		errno = ENOSYS;
@@ -371,6 +375,7 @@ SW_INTERPOSER int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex,
 	struct retry r;
 	int rc;
 
+	sigmask_settle(waits_ts_ns(timeout));
 	*(void **)&f = next_fn(&real_pselect, "pselect");
 	if (!f) {
 		errno = ENOSYS;
@@ -407,6 +412,7 @@ SW_INTERPOSER int epoll_pwait(int epfd, struct epoll_event *ev, int maxevents,
 	struct retry r;
 	int rc;
 
+	sigmask_settle(timeout < 0 ? -1 : (int64_t)timeout * 1000000);
 	*(void **)&f = next_fn(&real_epoll_pwait, "epoll_pwait");
 	if (!f) {
 		errno = ENOSYS;
@@ -436,6 +442,7 @@ SW_INTERPOSER int epoll_pwait2(int epfd, struct epoll_event *ev, int maxevents,
 	struct retry r;
 	int rc;
 
+	sigmask_settle(waits_ts_ns(timeout));
 	*(void **)&f = next_fn(&real_epoll_pwait2, "epoll_pwait2");
 	if (!f) {
 		errno = ENOSYS;

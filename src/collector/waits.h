@@ -6,7 +6,9 @@
 #define SW_COLLECTOR_WAITS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 /*
  * Resolves libc's functions. Idempotent; the collector calls it before
@@ -23,5 +25,15 @@ void waits_init(void);
  * before that read is seen here (the wait is marked before it starts).
  */
 bool waits_takes_ours(pid_t tid);
+
+/* A relative timespec in ns: -1 for none (no end), 0 if negative. */
+static inline int64_t waits_ts_ns(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	if (ts->tv_sec < 0 || ts->tv_nsec < 0)
+		return 0;
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
 
 #endif /* SW_COLLECTOR_WAITS_H */

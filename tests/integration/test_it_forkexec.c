@@ -18,17 +18,24 @@
 
 static char forker[256];
 
-static pid_t spawn(const struct itest_daemon *d, const char *mode,
-		   const char *n, bool quick, int *out)
+/* forker MODE [N] under the agent, its start delay delay_ms (NULL: default). */
+static pid_t spawn_delay(const struct itest_daemon *d, const char *mode,
+			 const char *n, const char *delay_ms, int *out)
 {
 	char *argv[] = { forker, (char *)mode, (char *)n, NULL };
 	pid_t pid;
 
-	if (quick)
-		setenv("STACKWATCH_START_DELAY_MS", "600000", 1);
+	if (delay_ms)
+		setenv("STACKWATCH_START_DELAY_MS", delay_ms, 1);
 	pid = itest_spawn(d, argv, out);
 	unsetenv("STACKWATCH_START_DELAY_MS");
 	return pid;
+}
+
+static pid_t spawn(const struct itest_daemon *d, const char *mode,
+		   const char *n, bool quick, int *out)
+{
+	return spawn_delay(d, mode, n, quick ? "600000" : NULL, out);
 }
 
 static void test_threads(const struct itest_daemon *d)
@@ -140,6 +147,70 @@ static void test_exec(const struct itest_daemon *d)
 	       "every process the test started is gone");
 }
 
+/* The value of "KEY N" lines in out up to "ready" or its end, by key. */
+static void read_counts(int out, const char *const *keys, int *vals, int n)
+{
+	char line[64];
+
+	for (int i = 0; i < n; i++)
+		vals[i] = -1;
+	while (itest_read_line(out, line, sizeof(line)) &&
+	       strcmp(line, "ready") != 0)
+		for (int i = 0; i < n; i++) {
+			size_t k = strlen(keys[i]);
+
+			if (strncmp(line, keys[i], k) == 0 && line[k] == ' ')
+				vals[i] = atoi(line + k + 1);
+		}
+}
+
+/*
+ * A process that has lived its delay starts the thread at its next call
+ * of a wait or a mask change, but never from a signal handler of its own
+ * (on its stack or an alternate one) nor from a vfork() child: those may
+ * hold what pthread_create() takes, or share the parent's memory.
+ */
+static void test_settle(const struct itest_daemon *d)
+{
+	static const char *const keys[] = { "handler", "altstack", "vfork",
+					    "after" };
+	int v[4], out;
+	pid_t pid = spawn_delay(d, "settle", NULL, "10", &out);
+
+	read_counts(out, keys, v, 4);
+	TAP_OK(v[0] == 1 && v[1] == 1,
+	       "settle points in a signal handler start no thread (%d "
+	       "threads after it, %d after one on an alternate stack)",
+	       v[0], v[1]);
+	TAP_OK(v[2] == 1, "nor in a vfork() child (%d threads)", v[2]);
+	TAP_OK(v[3] == 2,
+	       "the same calls outside them start the agent's thread (%d "
+	       "threads)",
+	       v[3]);
+	TAP_OK(pid > 0 && itest_wait_registered(d, pid, 10000),
+	       "and it registers");
+	itest_kill(pid);
+	close(out);
+}
+
+/* Short waits within the delay start nothing. */
+static void test_young(const struct itest_daemon *d)
+{
+	static const char *const keys[] = { "young" };
+	int v[1], out, st = -1;
+	pid_t pid = spawn_delay(d, "young", NULL, "600000", &out);
+
+	read_counts(out, keys, v, 1);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	TAP_OK(v[0] == 1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "waits shorter than what is left of the delay, polls and mask "
+	       "reads for 50 ms start no thread (%d threads)",
+	       v[0]);
+	TAP_OK(pid > 0 && !connected(d, pid), "and the process never connects");
+	close(out);
+}
+
 int main(void)
 {
 	static const char *const args[] = { "--sample-interval", "0",
@@ -154,6 +225,8 @@ int main(void)
 	}
 	test_threads(&d);
 	test_exec(&d);
+	test_settle(&d);
+	test_young(&d);
 	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon stops cleanly");
 	itest_daemon_cleanup(&d);
 	return tap_done();

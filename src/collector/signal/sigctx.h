@@ -160,6 +160,13 @@ extern _Atomic uint32_t handler_recheck_epoch;
 extern _Atomic int handler_signo;
 
 /*
+ * What a child of fork() writes of ours, side by side in a section of
+ * its own: a page the child writes is a page copied, and a child that
+ * exits at once should copy one.
+ */
+#define SW_FORK_STATE __attribute__((section("sw_fork")))
+
+/*
  * Our interposers (libc's names: dlopen, sigprocmask, sigwait, execve...)
  * and what they call while a program's thread is in them go in a section
  * of their own, so that the dumper drops their frames from the program's

@@ -97,6 +97,8 @@ void sigmask_claim(const sigset_t *set)
 		(void)claim(set);
 }
 
+SW_FORK_STATE void (*volatile sigmask_settle_hook)(int64_t wait_ns);
+
 void sigmask_note(int how, const sigset_t *set)
 {
 	if (!set || how == SIG_UNBLOCK || !claim(set))
@@ -137,8 +139,10 @@ SW_INTERPOSER int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		errno = ENOSYS;
 		return -1;
 	}
-	if (!in_libunwind(caller))
+	if (!in_libunwind(caller)) {
 		sigmask_note(how, set);
+		sigmask_settle(0);
+	}
 	return f(how, set, old);
 }
 
@@ -152,7 +156,9 @@ SW_INTERPOSER int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 	f = resolve(&real_pthread_sigmask, "pthread_sigmask");
 	if (!f)
 		return ENOSYS;
-	if (!in_libunwind(caller))
+	if (!in_libunwind(caller)) {
 		sigmask_note(how, set);
+		sigmask_settle(0);
+	}
 	return f(how, set, old);
 }

@@ -7,6 +7,7 @@
 #define SW_SIGMASK_H
 
 #include <signal.h>
+#include <stdint.h>
 
 /* Resolves libc's functions. Call before any signal is sent. */
 void sigmask_init(void);
@@ -29,5 +30,21 @@ void sigmask_note(int how, const sigset_t *set);
  * (collector/waits.c), so the dumper needs no word. Async-signal-safe.
  */
 void sigmask_claim(const sigset_t *set);
+
+/*
+ * Set by the agent while its thread waits for the process to settle
+ * (agent/settle.h): called by the mask interposers and the waits of
+ * collector/waits.c with how long the call may block (-1: no end; 0:
+ * not at all). Not signal context.
+ */
+extern void (*volatile sigmask_settle_hook)(int64_t wait_ns);
+
+static inline void sigmask_settle(int64_t wait_ns)
+{
+	void (*f)(int64_t) = sigmask_settle_hook;
+
+	if (f)
+		f(wait_ns);
+}
 
 #endif /* SW_SIGMASK_H */
