@@ -76,37 +76,7 @@ size_t stackroom_need(void)
 
 int stackroom_sp(int taskfd, pid_t tid, uint64_t *sp)
 {
-	/* "NR A1 A2 A3 A4 A5 A6 SP PC" in a call, "-1 SP PC" out of one */
-	char path[32], buf[256], *p, *end;
-	uint64_t field[9];
-	ssize_t n;
-	int k = 0;
-
-	snprintf(path, sizeof(path), "%d/syscall", (int)tid);
-	n = procfs_read_at(taskfd, path, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
-	if (strncmp(buf, "running", 7) == 0)
-		return -EAGAIN;
-	p = buf;
-	while (k < 9) {
-		while (*p == ' ')
-			p++;
-		if (!*p || *p == '\n')
-			break;
-		errno = 0;
-		/* the number is decimal (-1 out of a call), the rest 0x... */
-		field[k] = k == 0 ? (uint64_t)strtoll(p, &end, 10)
-				  : strtoull(p, &end, 16);
-		if (end == p || errno)
-			return -EINVAL;
-		k++;
-		p = end;
-	}
-	if (k != 3 && k != 9)
-		return -EINVAL;
-	*sp = field[k - 2];
-	return 0;
+	return procfs_read_syscall(taskfd, tid, sp, NULL);
 }
 
 bool stackroom_refuse(int taskfd, struct sw_thread *t)

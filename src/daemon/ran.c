@@ -108,32 +108,6 @@ static bool same_figures(const struct figures *a, const struct figures *b)
 	return memcmp(a->v, b->v, sizeof(a->v)) == 0;
 }
 
-/*
- * Thread tid's pc while it is off the CPU (the last field of its syscall
- * file: "NR ARGS SP PC", "-1 SP PC"). 0, -EAGAIN while it runs, -ESRCH
- * when it is gone, or SW_EFORMAT.
- */
-static int read_pc(int taskfd, pid_t tid, uint64_t *pc)
-{
-	char path[32], buf[256], *last, *end;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "%d/syscall", (int)tid);
-	n = procfs_read_at(taskfd, path, buf, sizeof(buf));
-	if (n < 0)
-		return (int)n;
-	if (strncmp(buf, "running", 7) == 0)
-		return -EAGAIN;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	last = strrchr(buf, ' ');
-	if (!last || strncmp(last + 1, "0x", 2) != 0)
-		return SW_EFORMAT;
-	errno = 0;
-	*pc = strtoull(last + 3, &end, 16);
-	return errno || *end ? SW_EFORMAT : 0;
-}
-
 int ran_skip(const struct ran *r, pid_t pid, pid_t **skip, size_t *nskip)
 {
 	int taskfd;
@@ -239,7 +213,7 @@ static bool asleep_where_caught(int taskfd, const struct sw_thread *t,
 	uint64_t pc = 0;
 
 	if (read_figures(taskfd, t->tid, f) < 0 ||
-	    read_pc(taskfd, t->tid, &pc) < 0)
+	    procfs_read_syscall(taskfd, t->tid, NULL, &pc) < 0)
 		return false;
 	return pc == t->ips[0] ||
 	       (RESTART_BACK && pc == t->ips[0] + RESTART_BACK);

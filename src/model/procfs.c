@@ -501,3 +501,40 @@ pid_t procfs_inner_pid(pid_t pid)
 		return pid;
 	return inner;
 }
+
+int procfs_read_syscall(int taskfd, pid_t tid, uint64_t *sp, uint64_t *pc)
+{
+	char path[32], buf[256], *p, *end;
+	uint64_t field[9];
+	ssize_t n;
+	int k = 0;
+
+	snprintf(path, sizeof(path), "%d/syscall", (int)tid);
+	n = procfs_read_at(taskfd, path, buf, sizeof(buf));
+	if (n < 0)
+		return (int)n;
+	if (strncmp(buf, "running", 7) == 0)
+		return -EAGAIN;
+	p = buf;
+	while (k < 9) {
+		while (*p == ' ')
+			p++;
+		if (!*p || *p == '\n')
+			break;
+		errno = 0;
+		/* the number is decimal (-1 out of a call), the rest 0x... */
+		field[k] = k == 0 ? (uint64_t)strtoll(p, &end, 10)
+				  : strtoull(p, &end, 16);
+		if (end == p || errno)
+			return SW_EFORMAT;
+		k++;
+		p = end;
+	}
+	if (k != 3 && k != 9)
+		return SW_EFORMAT;
+	if (sp)
+		*sp = field[k - 2];
+	if (pc)
+		*pc = field[k - 1];
+	return 0;
+}

@@ -100,6 +100,14 @@ int procfs_read_task(int taskfd, pid_t tid, struct procfs_task *t,
 		     uint64_t *sigblk);
 
 /*
+ * Thread tid's stack pointer and pc while it is off its CPU, from its
+ * syscall file under taskfd ("NR A1..A6 SP PC" in a system call, "-1 SP
+ * PC" out of one); either pointer may be NULL. 0, -EAGAIN while it runs,
+ * -ESRCH when it is gone, or SW_EFORMAT.
+ */
+int procfs_read_syscall(int taskfd, pid_t tid, uint64_t *sp, uint64_t *pc);
+
+/*
  * Reads /proc/PID/cmdline (pid 0: self) with the NUL separators turned
  * into spaces, at most 4 kB. *out is malloc'd. 0 or -errno.
  */

@@ -6,8 +6,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "model/procfs.h"
@@ -112,10 +116,62 @@ static void test_fields_and_ids(void)
 	       "a missing line is -ENOENT");
 }
 
+static int block_pipe[2];
+static volatile uintptr_t blocker_local;
+static volatile pid_t blocker_tid;
+
+/* Notes where its stack is and its tid, then blocks in read(). */
+static void *blocker(void *arg)
+{
+	char c;
+
+	(void)arg;
+	blocker_local = (uintptr_t)&c;
+	blocker_tid = (pid_t)syscall(SYS_gettid);
+	return read(block_pipe[0], &c, 1) < 0 ? NULL : arg;
+}
+
+/*
+ * The syscall file of a thread blocked in read(): its sp just below the
+ * thread's own locals, its pc set; a tid that does not exist is an
+ * error.
+ */
+static void test_syscall(void)
+{
+	int taskfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
+	uint64_t sp = 0, pc = 0;
+	pthread_t t;
+	int rc = -1;
+
+	if (pipe(block_pipe) < 0 || pthread_create(&t, NULL, blocker, NULL)) {
+		TAP_OK(0, "a thread blocks in read()");
+		return;
+	}
+	for (int i = 0; i < 2000; i++) {
+		usleep(1000);
+		if (blocker_tid &&
+		    (rc = procfs_read_syscall(taskfd, blocker_tid, &sp, &pc)) ==
+			    0)
+			break;
+	}
+	TAP_OK(rc == 0 && sp < blocker_local && blocker_local - sp < 4096 &&
+		       pc != 0,
+	       "a thread in read(): sp 0x%llx just below its local at 0x%llx, "
+	       "pc 0x%llx (rc %d)",
+	       (unsigned long long)sp, (unsigned long long)blocker_local,
+	       (unsigned long long)pc, rc);
+	TAP_OK(procfs_read_syscall(taskfd, 0x7ffffff0, NULL, &pc) < 0,
+	       "a thread that does not exist is an error");
+	(void)!write(block_pipe[1], "x", 1);
+	pthread_join(t, NULL);
+	close(taskfd);
+}
+
 int main(void)
 {
 	test_stat_lines();
 	test_start_time();
 	test_fields_and_ids();
+	test_syscall();
 	return tap_done();
 }
