@@ -697,6 +697,24 @@ static void start_settled(void)
 	pthread_mutex_unlock(&pause_lock);
 }
 
+/*
+ * Whether this very process was named to start at once: "stackwatch run"
+ * puts its pid, which the command it execs keeps, in STACKWATCH_START_PID;
+ * that command's children (other pids) settle like any.
+ */
+static bool named_to_start(void)
+{
+	const char *v = getenv("STACKWATCH_START_PID");
+	char *end;
+	long pid;
+
+	if (!v || !*v)
+		return false;
+	errno = 0;
+	pid = strtol(v, &end, 10);
+	return errno == 0 && *end == '\0' && pid > 0 && pid == (long)getpid();
+}
+
 /* At once without a delay; else at the first settled point. */
 static void start_or_arm(void)
 {
@@ -766,5 +784,13 @@ __attribute__((constructor)) static void agent_init(void)
 	exec_quiesce_stop = agent_pause;
 	exec_quiesce_start = agent_resume;
 	exec_before_filter = settle_now;
+	if (named_to_start()) {
+		pthread_mutex_lock(&pause_lock);
+		wanted = true;
+		if (start_thread() < 0)
+			say("cannot start the agent thread", -EAGAIN);
+		pthread_mutex_unlock(&pause_lock);
+		return;
+	}
 	start_or_arm();
 }

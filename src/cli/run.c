@@ -2,6 +2,8 @@
  * run.c - "stackwatch run [--socket PATH] -- CMD [ARG...]": replaces
  * itself with CMD (execvp, no fork, so CMD keeps our pid) after putting
  * the agent at the front of LD_PRELOAD, the way env(1) runs a command.
+ * CMD, asked for by name, starts the agent's thread at load: its pid is
+ * put in STACKWATCH_START_PID, which its children, other pids, pass by.
  */
 #include <errno.h>
 #include <limits.h>
@@ -167,7 +169,7 @@ static int set_socket(const char *path)
 int cmd_run(const struct cli *cli, int argc, char **argv)
 {
 	const char *sock_path = NULL;
-	char agent[PATH_MAX];
+	char agent[PATH_MAX], pidbuf[16];
 	int i, err;
 
 	(void)cli;
@@ -207,6 +209,12 @@ int cmd_run(const struct cli *cli, int argc, char **argv)
 		return CLI_EDAEMON;
 	if (sock_path && set_socket(sock_path) != 0)
 		return CLI_EDAEMON;
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)getpid());
+	if (setenv("STACKWATCH_START_PID", pidbuf, 1) != 0) {
+		cli_error("cannot set STACKWATCH_START_PID: %s",
+			  strerror(errno));
+		return CLI_EDAEMON;
+	}
 
 	fflush(NULL);
 	execvp(argv[i], argv + i);

@@ -211,6 +211,40 @@ static void test_young(const struct itest_daemon *d)
 	close(out);
 }
 
+/*
+ * "stackwatch run" names the command it execs (its own pid): that one
+ * starts the thread at load, whatever the delay.
+ */
+static void test_run(const struct itest_daemon *d)
+{
+	static const char *const keys[] = { "young" };
+	char cli[256];
+	char *argv[] = { cli,
+			 (char *)"run",
+			 (char *)"--socket",
+			 (char *)d->sock,
+			 (char *)"--",
+			 forker,
+			 (char *)"young",
+			 NULL };
+	int v[1], out, st = -1;
+	pid_t pid;
+
+	snprintf(cli, sizeof(cli), "%s/stackwatch", itest_build());
+	setenv("STACKWATCH_START_DELAY_MS", "600000", 1);
+	pid = itest_spawn(d, argv, &out);
+	unsetenv("STACKWATCH_START_DELAY_MS");
+	read_counts(out, keys, v, 1);
+	if (pid > 0)
+		waitpid(pid, &st, 0);
+	TAP_OK(v[0] == 2 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	       "under stackwatch run, the same program has the agent's "
+	       "thread from its start (%d threads)",
+	       v[0]);
+	TAP_OK(pid > 0 && connected(d, pid), "and it connected");
+	close(out);
+}
+
 int main(void)
 {
 	static const char *const args[] = { "--sample-interval", "0",
@@ -227,6 +261,7 @@ int main(void)
 	test_exec(&d);
 	test_settle(&d);
 	test_young(&d);
+	test_run(&d);
 	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon stops cleanly");
 	itest_daemon_cleanup(&d);
 	return tap_done();
