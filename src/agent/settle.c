@@ -18,9 +18,10 @@
  *   and the top: the kernel's frame begins with the handler's return
  *   address, the restorer of the program's sigaction(), so the stack is
  *   searched for any restorer of a handler the program has installed,
- *   through process_vm_readv() on ourselves (a fault ends the search, it
- *   does not crash). A word that matches for another reason (an old frame
- *   left in an unset local) only puts the start off to a later call;
+ *   through process_vm_readv() on ourselves, or /proc/self/mem where a
+ *   filter forbids it (a fault ends the search, it does not crash). A word that
+ * matches for another reason (an old frame left in an unset local) only puts
+ * the start off to a later call;
  * - a thread under a seccomp mode the program entered through libc
  *   (exec.c), or created by one: a new thread would inherit its filter,
  *   and our calls are not in its allow-list. Another thread may start it;
@@ -33,6 +34,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -138,12 +140,40 @@ static bool holds_restorer(size_t count, int n)
  * noinline: the search starts at this function's frame, above the locals
  * of find_restorers() (which held the restorers it read).
  */
+/*
+ * Reads scan_buf's worth of our own memory at at into it: the bytes read
+ * up to the first unmapped page, or a negative errno. process_vm_readv()
+ * first; where a filter forbids it (a container runtime's default profile
+ * does), /proc/self/mem, opened once into *mem. Both fail on a bad page
+ * instead of faulting.
+ */
+static long read_self(pid_t pid, uintptr_t at, int *mem)
+{
+	struct iovec local = { scan_buf, sizeof(scan_buf) };
+	struct iovec remote = { (void *)at, sizeof(scan_buf) };
+	long got;
+
+	if (*mem < 0) {
+		got = sys_call6(SYS_process_vm_readv, pid, (long)&local, 1,
+				(long)&remote, 1, 0);
+		if (got != -ENOSYS && got != -EPERM)
+			return got;
+		*mem = (int)sys_call4(SYS_openat, AT_FDCWD, "/proc/self/mem",
+				      O_RDONLY | O_CLOEXEC, 0);
+		if (*mem < 0)
+			return *mem;
+	}
+	got = sys_call4(SYS_pread64, *mem, scan_buf, sizeof(scan_buf), at);
+	return got == -EIO ? 0 : got;
+}
+
 __attribute__((noinline)) static bool in_program_handler(void)
 {
 	pid_t pid = (pid_t)sys_call0(SYS_getpid);
 	uintptr_t at = (uintptr_t)__builtin_frame_address(0) & ~(uintptr_t)7;
 	stack_t ss = { 0 };
-	int n;
+	bool found = false;
+	int n, mem = -1;
 
 	if (sys_call2(SYS_sigaltstack, NULL, &ss) == 0 &&
 	    (ss.ss_flags & SS_ONSTACK))
@@ -152,23 +182,26 @@ __attribute__((noinline)) static bool in_program_handler(void)
 	if (n <= 0)
 		return n < 0;
 	for (size_t done = 0; done < SCAN_MAX_BYTES;) {
-		struct iovec local = { scan_buf, sizeof(scan_buf) };
-		struct iovec remote = { (void *)at, sizeof(scan_buf) };
-		long got = sys_call6(SYS_process_vm_readv, pid, (long)&local, 1,
-				     (long)&remote, 1, 0);
+		long got = read_self(pid, at, &mem);
 
-		if (got == -ENOSYS || got == -EPERM)
-			return true; /* cannot tell */
+		if (got == -ENOSYS || got == -EPERM || got == -EACCES) {
+			found = true; /* cannot tell */
+			break;
+		}
 		if (got <= 0)
 			break;
-		if (holds_restorer((size_t)got / sizeof(uint64_t), n))
-			return true;
+		if (holds_restorer((size_t)got / sizeof(uint64_t), n)) {
+			found = true;
+			break;
+		}
 		if ((size_t)got < sizeof(scan_buf))
 			break;
 		at += (uintptr_t)got;
 		done += (size_t)got;
 	}
-	return false;
+	if (mem >= 0)
+		sys_call2(SYS_close, mem, 0);
+	return found;
 }
 
 /*
