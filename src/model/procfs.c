@@ -504,7 +504,7 @@ pid_t procfs_inner_pid(pid_t pid)
 
 int procfs_read_syscall(int taskfd, pid_t tid, uint64_t *sp, uint64_t *pc)
 {
-	char path[32], buf[256], *p, *end;
+	char path[32], buf[256] = "", *p, *end;
 	uint64_t field[9];
 	ssize_t n;
 	int k = 0;
