@@ -82,15 +82,6 @@ static void (*start_fn)(void); /* the agent's: starts the thread */
 static uintptr_t restorers[RESTORERS_MAX];
 static uint64_t scan_buf[2048];
 
-/* The kernel's struct sigaction, as rt_sigaction() reads it. */
-#define KSA_RESTORER 0x04000000
-struct ksigaction {
-	void *handler;
-	unsigned long flags;
-	void *restorer;
-	uint64_t mask;
-};
-
 /*
  * The restorers of the program's handlers into restorers[]: their count,
  * 0 when the program has no handler (our own handler never calls these
@@ -101,7 +92,7 @@ static int find_restorers(void)
 	int n = 0;
 
 	for (int sig = 1; sig <= 64; sig++) {
-		struct ksigaction ka = { 0 };
+		struct sys_sigaction ka = { 0 };
 		bool known = false;
 
 		if (sig == SIGKILL || sig == SIGSTOP || sig == handler_signo)
@@ -112,7 +103,7 @@ static int find_restorers(void)
 		if ((uintptr_t)ka.handler == (uintptr_t)SIG_DFL ||
 		    (uintptr_t)ka.handler == (uintptr_t)SIG_IGN)
 			continue;
-		if (!(ka.flags & KSA_RESTORER))
+		if (!(ka.flags & SYS_SA_RESTORER))
 			return -1;
 		for (int i = 0; i < n; i++)
 			known |= restorers[i] == (uintptr_t)ka.restorer;

@@ -195,22 +195,40 @@ static void test_settle(const struct itest_daemon *d, bool nopvr)
 	close(out);
 }
 
+/*
+ * Runs argv (forker young, maybe through stackwatch run) with a start
+ * delay of 10 minutes: its "young" count of threads, -1 if none came;
+ * *st its status.
+ */
+static int young_threads(const struct itest_daemon *d, char *const argv[],
+			 pid_t *pid, int *st)
+{
+	static const char *const keys[] = { "young" };
+	int v[1], out;
+
+	*st = -1;
+	setenv("STACKWATCH_START_DELAY_MS", "600000", 1);
+	*pid = itest_spawn(d, argv, &out);
+	unsetenv("STACKWATCH_START_DELAY_MS");
+	read_counts(out, keys, v, 1);
+	if (*pid > 0)
+		waitpid(*pid, st, 0);
+	close(out);
+	return v[0];
+}
+
 /* Short waits within the delay start nothing. */
 static void test_young(const struct itest_daemon *d)
 {
-	static const char *const keys[] = { "young" };
-	int v[1], out, st = -1;
-	pid_t pid = spawn_delay(d, "young", NULL, "600000", &out);
+	char *argv[] = { forker, (char *)"young", NULL };
+	pid_t pid;
+	int st, n = young_threads(d, argv, &pid, &st);
 
-	read_counts(out, keys, v, 1);
-	if (pid > 0)
-		waitpid(pid, &st, 0);
-	TAP_OK(v[0] == 1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	TAP_OK(n == 1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	       "waits shorter than what is left of the delay, polls and mask "
 	       "reads for 50 ms start no thread (%d threads)",
-	       v[0]);
+	       n);
 	TAP_OK(pid > 0 && !connected(d, pid), "and the process never connects");
-	close(out);
 }
 
 /*
@@ -219,7 +237,6 @@ static void test_young(const struct itest_daemon *d)
  */
 static void test_run(const struct itest_daemon *d)
 {
-	static const char *const keys[] = { "young" };
 	char cli[256];
 	char *argv[] = { cli,
 			 (char *)"run",
@@ -229,22 +246,16 @@ static void test_run(const struct itest_daemon *d)
 			 forker,
 			 (char *)"young",
 			 NULL };
-	int v[1], out, st = -1;
 	pid_t pid;
+	int st, n;
 
 	snprintf(cli, sizeof(cli), "%s/stackwatch", itest_build());
-	setenv("STACKWATCH_START_DELAY_MS", "600000", 1);
-	pid = itest_spawn(d, argv, &out);
-	unsetenv("STACKWATCH_START_DELAY_MS");
-	read_counts(out, keys, v, 1);
-	if (pid > 0)
-		waitpid(pid, &st, 0);
-	TAP_OK(v[0] == 2 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	n = young_threads(d, argv, &pid, &st);
+	TAP_OK(n == 2 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	       "under stackwatch run, the same program has the agent's "
 	       "thread from its start (%d threads)",
-	       v[0]);
+	       n);
 	TAP_OK(pid > 0 && connected(d, pid), "and it connected");
-	close(out);
 }
 
 int main(void)

@@ -423,12 +423,7 @@ static bool pass_on(int signo, siginfo_t *si, ucontext_t *uc)
  */
 static void foreign_default(int signo, siginfo_t *si)
 {
-	struct {
-		void *handler;
-		unsigned long flags;
-		void *restorer;
-		uint64_t mask;
-	} dfl = { 0 }; /* the kernel's struct sigaction (SIG_DFL = 0) */
+	struct sys_sigaction dfl = { 0 }; /* SIG_DFL is 0 */
 
 	sys_call4(SYS_rt_sigaction, signo, &dfl, NULL, sizeof(uint64_t));
 	sys_call4(SYS_rt_tgsigqueueinfo, sys_call0(SYS_getpid),

@@ -49,6 +49,15 @@ static inline long sys_call6(long n, long a, long b, long c, long d, long e,
  * pointers resolved by sys_init() before any signal is sent, never through
  * a PLT slot (sys.c).
  */
+/* The kernel's struct sigaction, as the raw rt_sigaction() takes it. */
+#define SYS_SA_RESTORER 0x04000000
+struct sys_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
 extern int (*sys_clock_gettime)(clockid_t, struct timespec *);
 extern int *(*sys_errno_location)(void);
 
