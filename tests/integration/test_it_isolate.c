@@ -180,6 +180,56 @@ static bool write_file(const char *path, const char *text)
 	return fclose(f) == 0 && ok;
 }
 
+/* True when a pid names no live process (gone, or a zombie not ours). */
+static bool gone_pid(pid_t pid)
+{
+	char path[64], state = 0;
+	FILE *f;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+		state = 0;
+	fclose(f);
+	return state == 'Z' || state == 'X';
+}
+
+/*
+ * nginx daemonizes into a session of its own, out of reach of a kill of
+ * our process group: its master and workers are ended one by one, given
+ * 5 s to leave after the master's SIGTERM, then killed. True when none
+ * was left alive to kill.
+ */
+static bool reap_all(pid_t master, const pid_t *workers, size_t nw)
+{
+	bool clean = true;
+	long end = itest_now_ms() + 5000;
+
+	for (;;) {
+		bool left = master > 0 && !gone_pid(master);
+
+		for (size_t i = 0; i < nw; i++)
+			left = left || !gone_pid(workers[i]);
+		if (!left)
+			return clean;
+		if (itest_now_ms() >= end) {
+			if (!clean)
+				return false;
+			clean = false;
+			if (master > 0)
+				kill(master, SIGKILL);
+			for (size_t i = 0; i < nw; i++)
+				kill(workers[i], SIGKILL);
+			end = itest_now_ms() + 5000;
+		}
+		itest_sleep_ms(20);
+	}
+}
+
 /* nginx as packaged: daemon mode, a master and four workers as nobody. */
 static void test_nginx(const struct itest_daemon *d)
 {
@@ -187,7 +237,7 @@ static void test_nginx(const struct itest_daemon *d)
 	char *argv[8];
 	pid_t launcher, master = 0, workers[16];
 	size_t nw = 0;
-	int st = -1, port = 20000 + (int)(getpid() % 20000), ok = 0;
+	int st = -1, ok = 0;
 	long gone;
 	FILE *f;
 
@@ -208,8 +258,8 @@ static void test_nginx(const struct itest_daemon *d)
 		 "  client_body_temp_path %s; proxy_temp_path %s;\n"
 		 "  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
 		 "  scgi_temp_path %s;\n"
-		 "  server { listen 127.0.0.1:%d; return 204; } }\n",
-		 pidfile, prefix, prefix, prefix, prefix, prefix, prefix, port);
+		 "  server { listen unix:%s/http.sock; return 204; } }\n",
+		 pidfile, prefix, prefix, prefix, prefix, prefix, prefix, prefix);
 	if (!write_file(conf, text)) {
 		TAP_OK(0, "nginx's configuration is written");
 		return;
@@ -260,6 +310,8 @@ static void test_nginx(const struct itest_daemon *d)
 		TAP_OK(wait_unlisted(d, master, 5000) >= 0,
 		       "once stopped, nginx leaves the targets");
 	}
+	TAP_OK(reap_all(master, workers, nw),
+	       "no nginx process is left (master and %zu workers)", nw);
 	snprintf(text, sizeof(text), "rm -rf '%s'", prefix);
 	if (system(text) != 0)
 		TAP_OK(0, "nginx's directory is removed");
