@@ -155,9 +155,44 @@ size_t dump_bytes(const struct sw_dump *d)
 		n += d->modules[i].path ? strlen(d->modules[i].path) + 1 : 0;
 	for (size_t i = 0; i < d->ngroups; i++)
 		n += d->groups[i].count * sizeof(pid_t);
+	for (size_t i = 0; i < d->naddr_names; i++)
+		n += sizeof(*d->addr_names) + strlen(d->addr_names[i].name) + 1;
 	for (const struct dump_chunk *c = d->mem; c; c = c->next)
 		n += sizeof(*c) + c->size;
 	return n;
+}
+
+const char *dump_addr_name(const struct sw_dump *d, uint64_t addr,
+			   uint64_t *off)
+{
+	size_t lo = 0, hi = d->naddr_names;
+	const struct sw_addr_name *e;
+
+	/* The last global that starts at or below addr. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (d->addr_names[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	e = &d->addr_names[lo - 1];
+	if (addr - e->start >= e->size)
+		return NULL;
+	*off = addr - e->start;
+	return e->name;
+}
+
+void dump_release_addr_names(struct sw_dump *d)
+{
+	for (size_t i = 0; i < d->naddr_names; i++)
+		free(d->addr_names[i].name);
+	free(d->addr_names);
+	d->addr_names = NULL;
+	d->naddr_names = 0;
 }
 
 void *dump_alloc(struct sw_dump *d, size_t size)
@@ -349,6 +384,7 @@ void sw_dump_free(struct sw_dump *d)
 		free(d->groups[i].tids);
 	free(d->groups);
 	dump_release_mem(d);
+	dump_release_addr_names(d);
 	free(d->cmdline);
 	free(d->jit_map_refused);
 	free(d);

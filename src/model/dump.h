@@ -133,6 +133,18 @@ struct sw_group {
 	size_t rep;  /* index of the thread whose frames stand for the group */
 };
 
+/*
+ * A global variable of the process that holds a futex word some thread
+ * waits on: what its lock is called in the program ("g_queue_lock").
+ */
+struct sw_addr_name {
+	uint64_t start; /* its address in the process */
+	uint64_t size;	/* its bytes */
+	char *name;	/* owned */
+};
+
+#define SW_ADDR_NAMES_MAX 256 /* futex words of one dump given names */
+
 struct dump_chunk; /* the memory of dump_alloc() */
 
 /* How the stacks were taken (JSON "method"). */
@@ -167,6 +179,10 @@ struct sw_dump {
 	struct sw_module *modules;
 	size_t ngroups;
 	struct sw_group *groups;
+	/* After symbolization: the global variables the waits' futex words
+	 * lie in, sorted by start, none overlapping; owned. */
+	size_t naddr_names;
+	struct sw_addr_name *addr_names;
 	struct dump_chunk *mem; /* frames and their strings; owned */
 };
 
@@ -212,6 +228,16 @@ void dump_release_mem(struct sw_dump *d);
 
 /* Frees the groups of d and marks every thread ungrouped. */
 void dump_release_groups(struct sw_dump *d);
+
+/*
+ * The name of the global of d->addr_names that holds addr, and addr's
+ * offset in it in *off; NULL when none does.
+ */
+const char *dump_addr_name(const struct sw_dump *d, uint64_t addr,
+			   uint64_t *off);
+
+/* Frees d->addr_names. */
+void dump_release_addr_names(struct sw_dump *d);
 
 /* Index of the module holding ip, or -1. Linear; modules are few. */
 int dump_find_module(const struct sw_dump *d, uint64_t ip);

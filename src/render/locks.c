@@ -372,6 +372,9 @@ int locks_analyze(const struct sw_dump *d, struct locks *out)
 	}
 	free(gwhat);
 	free(by);
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (out->w[i].kind != LOCK_NONE && out->w[i].owner_index >= 0)
+			out->w[out->w[i].owner_index].waiters++;
 	if (find_cycles(out) < 0) {
 		locks_release(out);
 		return -ENOMEM;
@@ -386,6 +389,34 @@ void locks_release(struct locks *l)
 	free(l->cycles);
 	free(l->w);
 	memset(l, 0, sizeof(*l));
+}
+
+size_t locks_held(const struct locks *l, size_t owner, struct lock_held *out,
+		  size_t max)
+{
+	size_t n = 0;
+
+	if (!l->w || owner >= l->nthreads || !l->w[owner].waiters)
+		return 0;
+	for (size_t i = 0; i < l->nthreads; i++) {
+		const struct lock_wait *w = &l->w[i];
+		size_t k;
+
+		if (w->kind == LOCK_NONE || w->owner_index != (int)owner)
+			continue;
+		for (k = 0; k < n && out[k].addr != w->addr; k++)
+			;
+		if (k < n) {
+			out[k].waiters++;
+			continue;
+		}
+		if (n == max)
+			continue;
+		out[n++] = (struct lock_held){ .kind = w->kind,
+					       .addr = w->addr,
+					       .waiters = 1 };
+	}
+	return n;
 }
 
 const char *locks_kind_name(enum lock_kind k)

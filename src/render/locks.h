@@ -36,6 +36,15 @@ struct lock_wait {
 	unsigned held;	 /* recursive mutex: times its owner holds it */
 	bool owner_died; /* robust mutex: a previous owner died holding it */
 	int cycle;	 /* the deadlock it is part of; -1: none */
+	/* Threads that wait for a lock this thread holds (as owner). */
+	unsigned waiters;
+};
+
+/* A lock a thread holds that others wait for (locks_held()). */
+struct lock_held {
+	enum lock_kind kind;
+	uint64_t addr;
+	unsigned waiters; /* threads of the dump waiting for it */
 };
 
 /* A cycle of the waits-for graph: each thread waits for the next. */
@@ -61,6 +70,15 @@ struct locks {
 int locks_analyze(const struct sw_dump *d, struct locks *out);
 
 void locks_release(struct locks *l);
+
+/*
+ * The distinct locks thread owner (an index into the dump's threads)
+ * holds that some thread of the dump waits for, in the order of their
+ * first waiter, at most max of them into out. Returns how many.
+ */
+#define LOCKS_HELD_MAX 16
+size_t locks_held(const struct locks *l, size_t owner, struct lock_held *out,
+		  size_t max);
 
 /* "mutex", "rwlock". */
 const char *locks_kind_name(enum lock_kind k);

@@ -18,6 +18,7 @@
  * plain digits go through cJSON_CreateNumber as before. A group's "tids"
  * is one raw array of such integers, in cJSON's unformatted layout.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -302,6 +303,28 @@ static const char *default_reason(const struct sw_dump *d,
 }
 
 /*
+ * "symbol": the global variable a lock is, "g_lock" or "g_pool+0x8",
+ * when it lies in one. False on out of memory.
+ */
+static bool add_symbol(cJSON *o, const struct sw_dump *d, uint64_t addr)
+{
+	uint64_t off = 0;
+	const char *sym = dump_addr_name(d, addr, &off);
+	char *text;
+	bool ok;
+
+	if (!sym)
+		return true;
+	if (!off)
+		return add_str(o, "symbol", sym);
+	if (asprintf(&text, "%s+0x%" PRIx64, sym, off) < 0)
+		return false;
+	ok = add_str(o, "symbol", text);
+	free(text);
+	return ok;
+}
+
+/*
  * "waiting_for" of a thread that sleeps on a lock (locks.h): the lock,
  * its recorded owner and what is known of it.
  */
@@ -315,6 +338,7 @@ static cJSON *waiting_for_json(const struct sw_dump *d,
 		return NULL;
 	ok = add_const_str(o, "kind", locks_kind_name(w->kind)) &&
 	     add_hex(o, "address", w->addr);
+	ok = ok && add_symbol(o, d, w->addr);
 	if (w->kind == LOCK_RWLOCK)
 		ok = ok &&
 		     add_const_str(o, "mode", w->write ? "write" : "read");
@@ -578,10 +602,38 @@ static void ro_str(struct rawobj *r, const char *key, const char *s)
 	free(copy);
 }
 
+/*
+ * "holds" of a thread others wait for: each lock it holds, as jstack's
+ * "- locked <0x...>", with the threads of the dump waiting for it.
+ */
+static cJSON *holds_json(const struct sw_dump *d, const struct locks *l,
+			 size_t ti)
+{
+	struct lock_held held[LOCKS_HELD_MAX];
+	size_t n = locks_held(l, ti, held, LOCKS_HELD_MAX);
+	cJSON *a = cJSON_CreateArray();
+
+	for (size_t k = 0; a && k < n; k++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddItemToArray(a, o) ||
+		    !add_const_str(o, "kind", locks_kind_name(held[k].kind)) ||
+		    !add_hex(o, "address", held[k].addr) ||
+		    !add_symbol(o, d, held[k].addr) ||
+		    !add_uint(o, "waiters", held[k].waiters)) {
+			cJSON_Delete(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 /* A thread's object, written in scratch (emptied first, kept for the next). */
 static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
-			  const struct lock_wait *w, struct buf *scratch)
+			  const struct locks *l, struct buf *scratch)
 {
+	size_t ti = (size_t)(t - d->threads);
+	const struct lock_wait *w = l->w ? &l->w[ti] : NULL;
 	struct rawobj r = { .b = *scratch, .ok = true, .first = true };
 	char reason[64], ms[32], state[2] = { '?', '\0' };
 	const char *p;
@@ -631,6 +683,8 @@ static cJSON *thread_json(const struct sw_dump *d, const struct sw_thread *t,
 	}
 	if (w && w->kind != LOCK_NONE)
 		ro_item(&r, "waiting_for", waiting_for_json(d, w));
+	if (w && w->waiters)
+		ro_item(&r, "holds", holds_json(d, l, ti));
 	ro_add(&r, "}", 1);
 	if (r.ok)
 		item = cJSON_CreateRaw(r.b.data);
@@ -732,8 +786,7 @@ int render_json(const struct sw_dump *d, cJSON **out)
 		goto out_delete;
 	buf_init(&scratch, (size_t)1 << 20);
 	for (size_t i = 0; i < d->nthreads; i++) {
-		cJSON *t = thread_json(d, &d->threads[i], l.w ? &l.w[i] : NULL,
-				       &scratch);
+		cJSON *t = thread_json(d, &d->threads[i], &l, &scratch);
 
 		if (!t || !cJSON_AddItemToArray(threads, t)) {
 			cJSON_Delete(t);

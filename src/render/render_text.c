@@ -124,6 +124,61 @@ static void put_waits(struct out *o, const struct sw_dump *d,
 		      const size_t *by_tid, const struct locks *l,
 		      const struct sw_group *g);
 
+/* "12 ms", "3.4 s", "2 min": CPU time as ps and top would put it. */
+static void put_cpu(struct out *o, uint64_t ms)
+{
+	if (ms < 10000)
+		put(o, "%" PRIu64 " ms", ms);
+	else if (ms < 600000)
+		put(o, "%.1f s", (double)ms / 1000.0);
+	else
+		put(o, "%" PRIu64 " min", ms / 60000);
+}
+
+/*
+ * "state: 3 S, 1 R; cpu 12 ms": how many of the group's threads are in
+ * each scheduler state (most first) and the CPU time they used together,
+ * as jstack gives each thread's state.
+ */
+static void put_states(struct out *o, const struct sw_dump *d,
+		       const size_t *by_tid, const struct sw_group *g)
+{
+	static const char order[] = "RDSTtZXI";
+	size_t count[sizeof(order)] = { 0 }; /* the last: any other */
+	bool said[sizeof(order)] = { false };
+	uint64_t ms = 0;
+
+	for (size_t i = 0; i < g->count; i++) {
+		const struct sw_thread *t = find_tid(d, by_tid, g->tids[i]);
+		const char *at;
+
+		if (!t)
+			continue;
+		at = t->state ? strchr(order, t->state) : NULL;
+		count[at ? (size_t)(at - order) : sizeof(order) - 1]++;
+		ms += t->utime_ms + t->stime_ms;
+	}
+	put(o, "state: ");
+	for (size_t n = 0, first = 1; n < sizeof(order); n++) {
+		size_t best = sizeof(order);
+
+		/* The largest count not yet said; ties in order's order. */
+		for (size_t k = 0; k < sizeof(order); k++)
+			if (count[k] && !said[k] &&
+			    (best == sizeof(order) || count[k] > count[best]))
+				best = k;
+		if (best == sizeof(order))
+			break;
+		said[best] = true;
+		put(o, "%s%zu %c", first ? "" : ", ", count[best],
+		    best < sizeof(order) - 1 ? order[best] : '?');
+		first = 0;
+	}
+	put(o, "; cpu ");
+	put_cpu(o, ms);
+	put(o, "\n");
+}
+
 /* "N threads: name (tid), ..." and the frames of the group's member. */
 static void put_group(struct out *o, const struct sw_dump *d,
 		      const size_t *by_tid, const struct sw_group *g,
@@ -143,6 +198,7 @@ static void put_group(struct out *o, const struct sw_dump *d,
 	if (g->count > TEXT_NAMES)
 		put(o, ", ...");
 	put(o, "\n");
+	put_states(o, d, by_tid, g);
 	if (g->rep >= d->nthreads)
 		return;
 	rep = &d->threads[g->rep];
@@ -161,6 +217,26 @@ static void put_group(struct out *o, const struct sw_dump *d,
 
 #define CHAIN_MAX 8 /* hops of a waits-for chain shown in one line */
 
+/*
+ * "mutex 0x...", then the global it is when it lies in one: "mutex
+ * 0x... (g_queue_lock)". what is the lock's word ("rwlock (to read)").
+ */
+static void put_lock(struct out *o, const struct sw_dump *d, const char *what,
+		     uint64_t addr)
+{
+	uint64_t off = 0;
+	const char *sym = dump_addr_name(d, addr, &off);
+
+	put(o, "%s 0x%" PRIx64, what, addr);
+	if (sym) {
+		put(o, " (");
+		put_name(o, sym);
+		if (off)
+			put(o, "+0x%" PRIx64, off);
+		put(o, ")");
+	}
+}
+
 /* "mutex 0x... held by NAME (TID)" of thread i's wait, and onward. */
 static void put_chain(struct out *o, const struct sw_dump *d,
 		      const struct locks *l, size_t i)
@@ -172,11 +248,11 @@ static void put_chain(struct out *o, const struct sw_dump *d,
 		const struct lock_wait *w = &l->w[i];
 		const struct sw_thread *owner;
 
-		put(o, "%s 0x%" PRIx64,
-		    w->kind == LOCK_MUTEX ? "mutex"
-		    : w->write		  ? "rwlock (to write)"
-					  : "rwlock (to read)",
-		    w->addr);
+		put_lock(o, d,
+			 w->kind == LOCK_MUTEX ? "mutex"
+			 : w->write	       ? "rwlock (to write)"
+					       : "rwlock (to read)",
+			 w->addr);
 		if (w->owner_index < 0) {
 			if (w->owner > 0)
 				put(o, " held by tid %d, which exited",
@@ -211,40 +287,90 @@ static void put_chain(struct out *o, const struct sw_dump *d,
 	}
 }
 
+/* "NAME (TID), NAME (TID) and N more" of the given threads. */
+static void put_members(struct out *o, const struct sw_dump *d,
+			const size_t *idx, size_t n)
+{
+	for (size_t k = 0; k < n && k < TEXT_NAMES; k++) {
+		const struct sw_thread *t = &d->threads[idx[k]];
+
+		put(o, "%s", k ? ", " : "");
+		put_name(o, t->name);
+		put(o, " (%d)", (int)t->tid);
+	}
+	if (n > TEXT_NAMES)
+		put(o, " and %zu more", n - TEXT_NAMES);
+}
+
 /*
  * Below a group's frames: what its threads wait for, one line per lock
- * (and owner), from the first waiter of each.
+ * and owner naming the threads that wait there, then what its threads
+ * hold that others wait for:
+ *
+ *	w-1 (11), w-2 (12): waiting for mutex 0x... (g_lock) held by m (10)
+ *	m (10): holds mutex 0x... (g_lock), 2 threads waiting
  */
 static void put_waits(struct out *o, const struct sw_dump *d,
 		      const size_t *by_tid, const struct locks *l,
 		      const struct sw_group *g)
 {
+	size_t *idx = malloc(g->count * sizeof(*idx)), n = 0;
+	bool *done = calloc(g->count ? g->count : 1, sizeof(*done));
+
+	if (!idx || !done) {
+		free(idx);
+		free(done);
+		o->err = o->err ? o->err : -ENOMEM;
+		return;
+	}
 	for (size_t k = 0; k < g->count; k++) {
 		const struct sw_thread *t = find_tid(d, by_tid, g->tids[k]);
-		size_t i, seen = 0;
 
-		if (!t)
-			continue;
-		i = (size_t)(t - d->threads);
-		if (l->w[i].kind == LOCK_NONE)
-			continue;
-		for (size_t j = 0; j < k; j++) {
-			const struct sw_thread *u =
-				find_tid(d, by_tid, g->tids[j]);
-			const struct lock_wait *uw =
-				u ? &l->w[u - d->threads] : NULL;
+		if (t)
+			idx[n++] = (size_t)(t - d->threads);
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct lock_wait *w = &l->w[idx[k]];
+		size_t *same = idx + k, m = 0;
 
-			if (uw && uw->kind != LOCK_NONE &&
-			    uw->addr == l->w[i].addr &&
-			    uw->owner == l->w[i].owner)
-				seen++;
+		if (done[k] || w->kind == LOCK_NONE)
+			continue;
+		/* The later members with the same lock and owner join it,
+		 * moved up behind it (done marks who was said). */
+		for (size_t j = k; j < n; j++) {
+			const struct lock_wait *v = &l->w[idx[j]];
+			size_t x = idx[k + m];
+			bool dx = done[k + m];
+
+			if (done[j] || v->kind == LOCK_NONE ||
+			    v->addr != w->addr || v->owner != w->owner)
+				continue;
+			idx[k + m] = idx[j];
+			idx[j] = x;
+			done[j] = dx;
+			done[k + m] = true;
+			m++;
 		}
-		if (seen)
-			continue;
-		put(o, "waiting for ");
-		put_chain(o, d, l, i);
+		put_members(o, d, same, m);
+		put(o, ": waiting for ");
+		put_chain(o, d, l, same[0]);
 		put(o, "\n");
 	}
+	for (size_t k = 0; k < n; k++) {
+		struct lock_held held[LOCKS_HELD_MAX];
+		size_t nh = locks_held(l, idx[k], held, LOCKS_HELD_MAX);
+
+		for (size_t h = 0; h < nh; h++) {
+			put_members(o, d, &idx[k], 1);
+			put(o, ": holds ");
+			put_lock(o, d, locks_kind_name(held[h].kind),
+				 held[h].addr);
+			put(o, ", %u thread%s waiting\n", held[h].waiters,
+			    plural(held[h].waiters));
+		}
+	}
+	free(idx);
+	free(done);
 }
 
 /* "DEADLOCK: A (1) waits for mutex 0x... held by B (2), ...". */

@@ -49,6 +49,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <inttypes.h>
 #include <libelf.h>
 #include <lzma.h>
 #include <stdio.h>
@@ -1340,6 +1341,78 @@ static void tslots_init(struct symctx *c, size_t n)
 	c->ntslots = c->tslots ? nslots : 0;
 }
 
+static int addr_name_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct sw_addr_name *)a)->start;
+	uint64_t y = ((const struct sw_addr_name *)b)->start;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The global variable (an object symbol with a size) that holds addr,
+ * into *out with its name malloc'd; false when none does or out of
+ * memory. Only modules the frames already opened are asked: a lock word
+ * lies in the data of a module its waiter's code runs in.
+ */
+static bool global_at(struct symctx *c, uint64_t addr, struct sw_addr_name *out)
+{
+	int mi = range_find(c->ranges, c->nranges, addr);
+	const struct symmod *sm;
+	GElf_Off symoff = 0;
+	GElf_Sym sym;
+	GElf_Word shndx;
+	Elf *elf;
+	Dwarf_Addr bias;
+	const char *raw;
+
+	if (mi < 0 || !c->resolved[mi] || !(sm = c->mods[mi]))
+		return false;
+	raw = dwfl_module_addrinfo(sm->mod, addr - c->d->modules[mi].bias,
+				   &symoff, &sym, &shndx, &elf, &bias);
+	if (!raw || GELF_ST_TYPE(sym.st_info) != STT_OBJECT ||
+	    symoff >= sym.st_size)
+		return false;
+	out->start = addr - symoff;
+	out->size = sym.st_size;
+	out->name = symrec_clean_name(raw);
+	return out->name != NULL;
+}
+
+/*
+ * Names the global variables that hold the futex words the dump's
+ * threads wait on (d->addr_names): the lock a thread waits for, by the
+ * name the program gave it. Each variable is looked up once, at most
+ * SW_ADDR_NAMES_MAX of them. 0 or -ENOMEM.
+ */
+static int name_waits(struct symctx *c)
+{
+	struct sw_dump *d = c->d;
+	struct sw_addr_name *v = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->nthreads && n < SW_ADDR_NAMES_MAX; i++) {
+		const struct sw_wait *w = d->threads[i].wait;
+		bool seen = false;
+
+		if (!w || d->threads[i].status != SW_ST_OK)
+			continue;
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = w->addr - v[k].start < v[k].size;
+		if (seen)
+			continue;
+		if (!v && !(v = calloc(SW_ADDR_NAMES_MAX, sizeof(*v))))
+			return -ENOMEM;
+		if (global_at(c, w->addr, &v[n]))
+			n++;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), addr_name_cmp);
+	d->addr_names = v;
+	d->naddr_names = n;
+	return 0;
+}
+
 /*
  * See symbolize.h. Module ranges are sorted once per dump for a binary
  * search per ip; modules are resolved to sessions on first use, so an
@@ -1367,6 +1440,7 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 	for (size_t i = 0; i < d->nthreads; i++)
 		dump_thread_release_frames(&d->threads[i]);
 	dump_release_mem(d);
+	dump_release_addr_names(d);
 	if (d->nmodules) {
 		c.ranges = malloc(d->nmodules * sizeof(*c.ranges));
 		/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
@@ -1397,6 +1471,8 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 		if (rc)
 			break;
 	}
+	if (!rc && symbols)
+		rc = name_waits(&c);
 	if (!rc) {
 		d->symbolized = symbols;
 		d->symbols_partial = c.cut;

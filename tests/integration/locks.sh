@@ -127,13 +127,30 @@ else
 	nok "stackwatch_deadlocks is '$n', not 1"
 fi
 stacks "$apid" text >"$tmp/text"
-if grep -q '^DEADLOCK: abba-[12] ([0-9]*) waits for mutex 0x[0-9a-f]* held by abba-[12] ([0-9]*), which waits for mutex 0x[0-9a-f]* held by abba-[12] ([0-9]*): deadlock$' "$tmp/text" &&
-	grep -q '^waiting for mutex 0x[0-9a-f]* held by chain-2 ([0-9]*), which waits for mutex 0x[0-9a-f]* held by chain-3 ([0-9]*)$' "$tmp/text" &&
-	grep -q '^waiting for rwlock (to read) 0x[0-9a-f]* held by rw-writer ([0-9]*)$' "$tmp/text"; then
-	ok "text: a DEADLOCK line, and the chain chain-1 -> chain-2 -> chain-3 under its group"
+if grep -q '^DEADLOCK: abba-[12] ([0-9]*) waits for mutex 0x[0-9a-f]* (abba_[ab]) held by abba-[12] ([0-9]*), which waits for mutex 0x[0-9a-f]* (abba_[ab]) held by abba-[12] ([0-9]*): deadlock$' "$tmp/text" &&
+	grep -q '^chain-1 ([0-9]*): waiting for mutex 0x[0-9a-f]* (chain_m2) held by chain-2 ([0-9]*), which waits for mutex 0x[0-9a-f]* (chain_m3) held by chain-3 ([0-9]*)$' "$tmp/text" &&
+	grep -q '^rw-reader ([0-9]*), rw-reader ([0-9]*): waiting for rwlock (to read) 0x[0-9a-f]* (rw) held by rw-writer ([0-9]*)$' "$tmp/text"; then
+	ok "text: a DEADLOCK line, and the chain chain-1 -> chain-2 -> chain-3 under its group, each wait line naming its threads and its lock's global"
 else
 	nok "text: no DEADLOCK line or chain"
 	grep -n 'DEADLOCK\|waiting for' "$tmp/text" | sed 's/^/# /'
+fi
+# jstack-like: each group says its threads' states and their CPU time.
+if grep -A1 '^50 threads: cv-waiter' "$tmp/text" | grep -q '^state: 50 S; cpu [0-9.]* \(ms\|s\|min\)$' &&
+	[ "$(grep -c '^state: ' "$tmp/text")" = "$(grep -c '^[0-9]* threads\{0,1\}: ' "$tmp/text")" ]; then
+	ok "text: every group has its state line, the 50 cv-waiters 'state: 50 S; cpu N ms'"
+else
+	nok "text: no state line for the groups"
+	grep -n -A1 'threads\{0,1\}: ' "$tmp/text" | head -20 | sed 's/^/# /'
+fi
+# The owner's group says what it holds, as jstack's "- locked <0x...>".
+if grep -q '^chain-3 ([0-9]*): holds mutex 0x[0-9a-f]* (chain_m3), 1 thread waiting$' "$tmp/text" &&
+	grep -q '^rw-writer ([0-9]*): holds rwlock 0x[0-9a-f]* (rw), 3 threads waiting$' "$tmp/text" &&
+	! grep -q '^cv-waiter.*holds' "$tmp/text"; then
+	ok "text: chain-3 holds mutex (chain_m3), rw-writer holds rwlock (rw) with its 3 waiters"
+else
+	nok "text: the owners do not say what they hold"
+	grep -n 'holds' "$tmp/text" | sed 's/^/# /'
 fi
 
 # Without the agent: the daemon's ptrace snapshot.

@@ -259,7 +259,8 @@ static void test_nginx(const struct itest_daemon *d)
 		 "  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
 		 "  scgi_temp_path %s;\n"
 		 "  server { listen unix:%s/http.sock; return 204; } }\n",
-		 pidfile, prefix, prefix, prefix, prefix, prefix, prefix, prefix);
+		 pidfile, prefix, prefix, prefix, prefix, prefix, prefix,
+		 prefix);
 	if (!write_file(conf, text)) {
 		TAP_OK(0, "nginx's configuration is written");
 		return;

@@ -5,8 +5,9 @@
  * a lock from a condition variable or a libc-internal lock, copies too
  * short to read, owners that exited, tids of another pid namespace,
  * cycles (ABBA, three, a thread waiting on itself) against chains, the
- * refusals (no glibc, musl, glibc older than 2.25); then the wire's waits:
- * a round trip, and every malformed wait refused.
+ * refusals (no glibc, musl, glibc older than 2.25); what an owner holds and
+ * the text that names waiters, owners and the globals locks lie in; then the
+ * wire's waits: a round trip, and every malformed wait refused.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -15,7 +16,9 @@
 #include <string.h>
 
 #include "model/wire.h"
+#include "render/group.h"
 #include "render/locks.h"
+#include "render/render.h"
 #include "tap.h"
 
 #define BASE 0x7f0000001000ull /* page-aligned: windows start 16 before */
@@ -334,6 +337,53 @@ static void test_wire(void)
 	sw_dump_free(d);
 }
 
+/* Three waiters on one mutex in a global, its owner, and a bystander. */
+static void test_holds(void)
+{
+	struct sw_dump *d = dump_of(5);
+	struct lock_held held[LOCKS_HELD_MAX];
+	struct locks l;
+	char *text = NULL, want[256];
+	uint64_t off = 0;
+
+	for (size_t i = 0; i < 3; i++)
+		mutex(d, i, BASE + 0x110, 2, 0, 103, 0);
+	d->addr_names = calloc(1, sizeof(*d->addr_names));
+	d->addr_names[0] =
+		(struct sw_addr_name){ BASE + 0x100, 0x40, strdup("g_pool") };
+	d->naddr_names = 1;
+	TAP_OK(!dump_addr_name(d, BASE + 0x140, &off) &&
+		       !dump_addr_name(d, BASE + 0xff, &off) &&
+		       dump_addr_name(d, BASE + 0x110, &off) && off == 0x10,
+	       "an address is named by the global that holds it, and only");
+	TAP_OK(locks_analyze(d, &l) == 0 && l.w && l.w[3].waiters == 3 &&
+		       l.w[4].waiters == 0,
+	       "the owner counts its three waiters, the bystander none");
+	TAP_OK(locks_held(&l, 3, held, LOCKS_HELD_MAX) == 1 &&
+		       held[0].addr == BASE + 0x110 && held[0].waiters == 3 &&
+		       held[0].kind == LOCK_MUTEX &&
+		       locks_held(&l, 0, held, LOCKS_HELD_MAX) == 0,
+	       "the owner holds one mutex with 3 waiters; a waiter holds none");
+	locks_release(&l);
+	TAP_OK(group_dump(d) == 0 && render_text(d, &text) == 0 && text,
+	       "the dump renders as text");
+	snprintf(want, sizeof(want),
+		 "\nt0 (100), t1 (101), t2 (102): waiting for mutex 0x%llx "
+		 "(g_pool+0x10) held by t3 (103)\n",
+		 BASE + 0x110);
+	TAP_OK(text && strstr(text, want),
+	       "one wait line names the three waiters and the global");
+	snprintf(want, sizeof(want),
+		 "\nt3 (103): holds mutex 0x%llx (g_pool+0x10), 3 threads "
+		 "waiting\n",
+		 BASE + 0x110);
+	TAP_OK(text && strstr(text, want), "the owner says what it holds");
+	if (text && !strstr(text, want))
+		printf("# %s", text);
+	free(text);
+	sw_dump_free(d);
+}
+
 int main(void)
 {
 	test_mutexes();
@@ -342,6 +392,7 @@ int main(void)
 	test_cycles();
 	test_namespace();
 	test_refused();
+	test_holds();
 	test_wire();
 	return tap_done();
 }

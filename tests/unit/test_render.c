@@ -454,6 +454,7 @@ static void test_json(const struct sw_dump *d)
 static const char golden_text[] =
 	"Process 4242 (myserver): 9 threads, 5 groups, collected in 0.8 ms\n"
 	"3 threads: worker-1 (4243), worker-2 (4244), worker-3 (4245)\n"
+	"state: 3 S; cpu 4 ms\n"
 	"#0  0x00007f3e8c2d8df2 in __futex_abstimed_wait_common () from "
 	"/lib/x86_64-linux-gnu/libc.so.6\n"
 	"#1  0x000055d0c0c6a6db in worker_wait () at worker.c:40\n"
@@ -462,6 +463,7 @@ static const char golden_text[] =
 	"/lib/x86_64-linux-gnu/libc.so.6\n"
 	"\n"
 	"1 thread: worker-4 (4246)\n"
+	"state: 1 S; cpu 0 ms\n"
 	"#0  0x00007f3e8c2d8df2 in __futex_abstimed_wait_common () from "
 	"/lib/x86_64-linux-gnu/libc.so.6\n"
 	"#1  0x000055d0c0c6a6f0 in worker_wait () at worker.c:41\n"
@@ -470,13 +472,16 @@ static const char golden_text[] =
 	"/lib/x86_64-linux-gnu/libc.so.6\n"
 	"\n"
 	"1 thread: spinner-1 (4247)\n"
+	"state: 1 R; cpu 0 ms\n"
 	"#0  0x000055d0c0c6a900 in spin_once () at spin.c:10 (inlined)\n"
 	"#1  0x000055d0c0c6a900 in spin_loop () at spin.c:20\n"
 	"\n"
 	"1 thread: spinner-2 (4248)\n"
+	"state: 1 R; cpu 0 ms\n"
 	"#0  0x000055d0c0c6a900 in spin_loop () at spin.c:20\n"
 	"\n"
 	"1 thread: raw (4249)\n"
+	"state: 1 S; cpu 0 ms\n"
 	"#0  0x0000000000001234 in ?? ()\n"
 	"#1  0x000055d0c0c6b000 in ?? () from /usr/bin/myserver\n"
 	"\n"
@@ -541,7 +546,9 @@ static void test_text_edges(void)
 		char name[16];
 
 		snprintf(name, sizeof(name), i == 1 ? "ev\nil" : "t%d", i);
-		t = add_thread(d, i, name, 'S');
+		t = add_thread(d, i, name, i > 7 ? 'R' : i == 7 ? 'D' : 'S');
+		t->utime_ms = i == 2 ? 12000 : 0;
+		t->stime_ms = i == 2 ? 500 : 0;
 		SET(d, t, spin_plain);
 	}
 	t = add_thread(d, 11, "loader", 'S');
@@ -553,7 +560,10 @@ static void test_text_edges(void)
 			      "10 threads: ev?il (1), t2 (2), t3 (3), t4 (4), "
 			      "t5 (5), t6 (6), t7 (7), t8 (8), ...\n"),
 	       "eight names listed, control characters replaced");
+	TAP_OK(s && strstr(s, ", ...\nstate: 6 S, 3 R, 1 D; cpu 12.5 s\n#0 "),
+	       "the group's states, most first, and its CPU time in seconds");
 	TAP_OK(s && strstr(s, "\n1 thread: loader (11)\n"
+			      "state: 1 S; cpu 0 ms\n"
 			      "#0  0x00007f3e8c2d0000 in [in dynamic loader] "
 			      "from /lib/x86_64-linux-gnu/libc.so.6\n"),
 	       "placeholder frame printed without ()");

@@ -238,7 +238,7 @@ test('copy a group, and the whole dump, as text', async () => {
   assert.match(text, /\n8 threads: deep /);
   // The thread that blocks every signal is blocked in its wait: the
   // kernel has its stack, so it is dumped like the others.
-  assert.match(text, /\n1 thread: masked \(\d+\)\n(#.*\n)*#\d+ {2}0x[0-9a-f]+ in masked_wait\(\)/);
+  assert.match(text, /\n1 thread: masked \(\d+\)\nstate: 1 [A-Z?]; cpu [\d.]+ (ms|s|min)\n(#.*\n)*#\d+ {2}0x[0-9a-f]+ in masked_wait\(\)/);
   await page.close();
 });
 
