@@ -1287,21 +1287,65 @@ static enum MHD_Result handle_status(struct MHD_Connection *c)
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
-static enum MHD_Result handle_redirect(struct MHD_Connection *c)
+static enum MHD_Result handle_redirect(struct MHD_Connection *c,
+				       const char *to)
 {
-	static char body[] = "see /stacks\n";
 	struct MHD_Response *r;
 	enum MHD_Result ret;
+	char *body;
 
-	r = MHD_create_response_from_buffer(strlen(body), body,
-					    MHD_RESPMEM_PERSISTENT);
-	if (!r)
+	if (asprintf(&body, "see %s\n", to) < 0)
 		return MHD_NO;
-	MHD_add_response_header(r, "Location", "/stacks");
+	r = MHD_create_response_from_buffer(strlen(body), body,
+					    MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Location", to);
 	MHD_add_response_header(r, "Content-Type", content_types[QUERY_TEXT]);
 	ret = MHD_queue_response(c, MHD_HTTP_FOUND, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+/*
+ * /debug/pprof/: the index of the profiles served, as Go's net/http/pprof
+ * has one, for whoever types the path by hand. Names nothing of any
+ * process; links are relative, so a prefix of a proxy in front stays.
+ */
+static enum MHD_Result handle_pprof_index(struct MHD_Connection *c)
+{
+	static const char page[] =
+		"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+		"<title>/debug/pprof/</title></head><body>\n"
+		"<h1>/debug/pprof/</h1>\n"
+		"<p>Profiles of the threads of every process you may see, "
+		"in pprof's format (gzip-compressed protobuf), for go tool "
+		"pprof, Parca, Pyroscope and the OpenTelemetry collector. "
+		"Add <code>?pid=N</code> for one process.</p>\n<table>\n"
+		"<tr><th>Profile</th><th>What it holds</th></tr>\n"
+		"<tr><td><a href=\"goroutine\">goroutine</a></td><td>the "
+		"stack of every thread now, one sample per distinct stack, "
+		"its value the number of threads (labels pid, comm, thread, "
+		"state)</td></tr>\n"
+		"<tr><td><a href=\"threads\">threads</a></td><td>the same "
+		"under the name threadcreate-style tools ask for</td></tr>\n"
+		"<tr><td><a href=\"profile?seconds=30\">profile</a></td>"
+		"<td>a wall-clock profile over the next N seconds "
+		"(<code>?seconds=N</code>): samples, wall and CPU "
+		"time</td></tr>\n"
+		"<tr><td><a href=\"../fgprof?seconds=30\">fgprof</a></td>"
+		"<td>the same profile at fgprof's path</td></tr>\n"
+		"</table>\n<p>Full stacks as text: <a href=\"../../api/v1/"
+		"stacks?format=text\">/api/v1/stacks?format=text</a>; the page: "
+		"<a href=\"../../stacks\">/stacks</a>.</p>\n"
+		"</body></html>\n";
+	char *body = strdup(page);
+
+	if (!body)
+		return MHD_NO;
+	return send_body(c, MHD_HTTP_OK, QUERY_HTML, body, sizeof(page) - 1);
 }
 
 static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s)
@@ -1460,7 +1504,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	/* With a token configured, whoever got this far presented it. */
 	access_init(&acc, peer_of(c), h->token != NULL, h->admin_gid);
 	if (strcmp(url, "/") == 0)
-		return handle_redirect(c);
+		return handle_redirect(c, "/stacks");
 	if (strcmp(url, "/stacks") == 0)
 		return handle_stacks(h, c, &acc, QUERY_HTML);
 	if (strcmp(url, "/api/v1/stacks") == 0)
@@ -1481,6 +1525,10 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return handle_metrics(h, c, &acc);
 	if (strcmp(url, "/api/v1/status") == 0)
 		return handle_status(c);
+	if (strcmp(url, "/debug/pprof/") == 0)
+		return handle_pprof_index(c);
+	if (strcmp(url, "/debug/pprof") == 0)
+		return handle_redirect(c, "/debug/pprof/");
 	if (strcmp(url, "/debug/pprof/goroutine") == 0)
 		return handle_pprof_count(h, c, &acc, "goroutine");
 	if (strcmp(url, "/debug/pprof/threads") == 0)

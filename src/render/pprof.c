@@ -571,6 +571,35 @@ static int stack_ids(struct pprof *p, const struct sw_dump *d,
 	return 0;
 }
 
+/*
+ * The module of d that is its program: the one its main thread (tid =
+ * pid) started in, the outermost frame (_start), else the one named as
+ * the process (its comm, which the kernel cuts at 15 bytes); -1 when
+ * neither tells.
+ */
+static int program_module(const struct sw_dump *d)
+{
+	for (size_t i = 0; i < d->nthreads; i++) {
+		const struct sw_thread *t = &d->threads[i];
+
+		if (t->tid == d->pid && t->status == SW_ST_OK && t->nframes &&
+		    t->frames[t->nframes - 1].module >= 0 &&
+		    (size_t)t->frames[t->nframes - 1].module < d->nmodules)
+			return t->frames[t->nframes - 1].module;
+	}
+	for (size_t i = 0; d->comm[0] && i < d->nmodules; i++) {
+		const char *path = d->modules[i].path, *slash;
+
+		if (!path)
+			continue;
+		slash = strrchr(path, '/');
+		if (!strncmp(slash ? slash + 1 : path, d->comm,
+			     strlen(d->comm)))
+			return (int)i;
+	}
+	return -1;
+}
+
 int pprof_add(struct pprof *p, const struct sw_dump *d,
 	      const struct sw_thread *frames_of, const int64_t *values,
 	      const struct pprof_label *labels, size_t nlabels)
@@ -584,6 +613,19 @@ int pprof_add(struct pprof *p, const struct sw_dump *d,
 
 	if (nlabels > PPROF_MAX_LABELS)
 		return -EINVAL;
+	/*
+	 * pprof takes the first mapping for the program ("File:" in go tool
+	 * pprof, the binary it looks symbols up in): the first dump's own,
+	 * before its frames bring in libc.
+	 */
+	if (!p->maps.n) {
+		int m = program_module(d);
+		struct sw_frame none = { 0 };
+		int64_t id = m >= 0 ? mapping_id(p, d, m, &none) : 0;
+
+		if (id < 0)
+			return (int)id;
+	}
 	rc = stack_ids(p, d, frames_of);
 	if (rc < 0)
 		return rc;

@@ -212,6 +212,7 @@ test('go tool pprof reads it: -raw has every sample and label, -top the same tot
   assert.match(raw, new RegExp(`comm:\\[workload\\] pid:\\[${small}\\] state:\\[S\\] thread:\\[waiter\\]`));
   assert.match(raw, /waiter_wait\(\) \S*workload\.cc:\d+/);
   const top = goPprof(['-top', '-cum', f]);
+  assert.match(top, /^File: workload$/m, 'the program is the profile\'s file, not a library');
   assert.match(top, new RegExp(`of ${total} total`), top);
   assert.match(top, /^\s+0\s+0%\s+\S+\s+64\s+\S+%\s+waiter_wait(\(\))?$/m, top);
 });
@@ -243,6 +244,26 @@ test('the /debug/pprof/threads alias, and every visible process without ?pid', a
   assert.deepEqual(last[0], last[1], 'each process as many threads as in the JSON');
   assert.ok(last[0][small] > 64 && last[0][big] > 200, JSON.stringify(last[0]));
   assert.equal(goPprof(['-raw', saveProfile((await get('/debug/pprof/goroutine')).body)]).includes(`pid:[${big}]`), true);
+});
+
+test('/debug/pprof/ is an index of the profiles, as Go serves one', async () => {
+  const r = await get('/debug/pprof/');
+  assert.equal(r.res.status, 200);
+  assert.match(r.res.headers.get('content-type'), /^text\/html/);
+  const html = r.body.toString();
+  const links = [...html.matchAll(/href="([^"]+)"/g)].map((m) => m[1]);
+  for (const want of ['goroutine', 'threads', 'profile?seconds=30', '../fgprof?seconds=30']) {
+    assert.ok(links.includes(want), `links ${want}: ${links}`);
+  }
+  // Each link, followed from the index, answers a profile.
+  for (const l of ['goroutine', 'threads']) {
+    const p = await get(new URL(l, `${base}/debug/pprof/`).pathname);
+    assert.equal(p.res.status, 200, l);
+    decode(p.body);
+  }
+  const bare = await fetch(`${base}/debug/pprof`, { redirect: 'manual' });
+  assert.equal(bare.status, 302);
+  assert.equal(bare.headers.get('location'), '/debug/pprof/');
 });
 
 test('errors are plain text with their status; debug=1 is the text format', async () => {
