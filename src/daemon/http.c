@@ -1287,8 +1287,7 @@ static enum MHD_Result handle_status(struct MHD_Connection *c)
 	return send_json(c, MHD_HTTP_OK, doc);
 }
 
-static enum MHD_Result handle_redirect(struct MHD_Connection *c,
-				       const char *to)
+static enum MHD_Result handle_redirect(struct MHD_Connection *c, const char *to)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -1338,7 +1337,8 @@ static enum MHD_Result handle_pprof_index(struct MHD_Connection *c)
 		"<tr><td><a href=\"../fgprof?seconds=30\">fgprof</a></td>"
 		"<td>the same profile at fgprof's path</td></tr>\n"
 		"</table>\n<p>Full stacks as text: <a href=\"../../api/v1/"
-		"stacks?format=text\">/api/v1/stacks?format=text</a>; the page: "
+		"stacks?format=text\">/api/v1/stacks?format=text</a>; the "
+		"page: "
 		"<a href=\"../../stacks\">/stacks</a>.</p>\n"
 		"</body></html>\n";
 	char *body = strdup(page);
