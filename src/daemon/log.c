@@ -1,6 +1,13 @@
 /*
- * log.c - priority-prefixed lines on stderr (log.h). Each line goes out in
- * one write(2), so lines from different threads never interleave.
+ * log.c - one line per event on stderr (log.h). Each line goes out in one
+ * write(2), so lines from different threads never interleave.
+ *
+ * When stderr is the journal's stream (systemd says so in JOURNAL_STREAM,
+ * "DEVICE:INODE" of that stream), each line starts with its syslog
+ * priority, "<4>", which journald takes as the line's priority and drops.
+ * Anywhere else (a terminal, a file, a pipe) such a prefix would only be
+ * noise: an error or a warning says so in words ("warning: ..."), the
+ * other levels print the message alone.
  *
  * Messages carry what targets chose (thread and program names, command
  * lines, paths), so every byte that could forge or disguise a line is
@@ -14,7 +21,9 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -23,10 +32,27 @@
 #define LOG_LINE 1024 /* bytes of one line, its newline included */
 
 static volatile int max_level = LOG_LVL_NOTICE;
+static volatile int to_journal = -1; /* -1: not yet known */
+
+/* Whether stderr is the stream systemd connected to the journal. */
+static bool stderr_is_journal(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char end;
+
+	if (!env || sscanf(env, "%llu:%llu%c", &dev, &ino, &end) != 2 ||
+	    fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 void log_set_level(enum log_level lvl)
 {
 	max_level = (int)lvl;
+	to_journal = stderr_is_journal();
 }
 
 int log_parse_level(const char *s, enum log_level *out)
@@ -112,7 +138,16 @@ void log_msg(enum log_level lvl, const char *func, const char *fmt, ...)
 	/* A message's own line end (libmicrohttpd's have one) is ours. */
 	while (len > 0 && msg[len - 1] == '\n')
 		msg[--len] = '\0';
-	m = snprintf(line, sizeof(line), "<%d>", (int)lvl);
+	if (to_journal < 0)
+		to_journal = stderr_is_journal();
+	if (to_journal)
+		m = snprintf(line, sizeof(line), "<%d>", (int)lvl);
+	else
+		m = snprintf(line, sizeof(line), "%s",
+			     lvl <= LOG_LVL_ERR	      ? "error: "
+			     : lvl == LOG_LVL_WARNING ? "warning: "
+			     : lvl >= LOG_LVL_DEBUG   ? "debug: "
+						      : "");
 	n = (size_t)m;
 	if (lvl >= LOG_LVL_DEBUG && func) {
 		m = snprintf(line + n, sizeof(line) - n, "%s: ", func);

@@ -1,6 +1,7 @@
 /*
  * log.h - the daemon's log: one line per event on stderr, prefixed with a
- * syslog priority "<N>" that journald understands. Thread-safe. Bytes of
+ * syslog priority "<N>" when stderr is the journal (JOURNAL_STREAM), with
+ * "error: " or "warning: " elsewhere. Thread-safe. Bytes of
  * a message that could forge or disguise a line (controls, bidirectional
  * and invisible characters, invalid UTF-8) are written as \xNN (log.c).
  */

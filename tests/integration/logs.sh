@@ -53,7 +53,13 @@ evil_log='\x1b[2J\x0d<0>FAKE\x07'
 mixed=$(printf 'caf\303\251\342\200\256\233\\x')
 mixed_log=$(printf 'caf\303\251\\xe2\\x80\\xae\\x9b\\\\x')
 
+# This daemon's stderr is taken for the journal's stream, as systemd says
+# in JOURNAL_STREAM (its device and inode): lines carry "<N>" priorities.
+: >"$tmp/daemon.log"
+JOURNAL_STREAM=$(stat -c '%d:%i' "$tmp/daemon.log")
+export JOURNAL_STREAM
 tap_daemon "$tmp" --log-level info --sample-interval 0
+unset JOURNAL_STREAM
 # run NAME - runs sleep under that name, under the agent, in a process
 # group of its own (setsid execs in place); sets pid.
 run() {
@@ -137,6 +143,39 @@ if ! grep -q '^<0>' "$tmp/daemon.log"; then
 else
 	nok "no line starts with a forged <0> priority"
 fi
+if grep -q '^<5>agents register on ' "$tmp/daemon.log"; then
+	ok "stderr is the journal's stream: lines start with their priority (<5>)"
+else
+	nok "stderr is the journal's stream: lines start with their priority (<5>)"
+	head -5 "$tmp/daemon.log" | sed 's/^/# /'
+fi
+
+# On a terminal or in a file, a priority is noise: none is written. Also
+# when JOURNAL_STREAM names another stream
+# (a child of a service whose stderr was redirected).
+mkdir "$tmp/plain"
+JOURNAL_STREAM=1:1 "$BUILD/stackwatchd" --listen 127.0.0.1:0 \
+	--agent-socket "$tmp/plain/agent.sock" --http-socket "$tmp/plain/http.sock" \
+	--config /dev/null --sample-interval 0 \
+	2>"$tmp/plain/daemon.log" &
+dpid=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q 'agents register on' "$tmp/plain/daemon.log"; do
+	sleep 0.1
+	i=$((i + 1))
+done
+kill -TERM "$dpid"
+wait "$dpid"
+dpid=""
+if grep -q '^agents register on ' "$tmp/plain/daemon.log" &&
+	grep -q '^Terminated: stopping$' "$tmp/plain/daemon.log" &&
+	! grep -q '^<[0-9]>' "$tmp/plain/daemon.log"; then
+	ok "stderr is a file: no line starts with a <N> priority"
+else
+	nok "stderr is a file: no line starts with a <N> priority"
+	sed 's/^/# /' "$tmp/plain/daemon.log"
+fi
+
 left=""
 for p in $evil_pid $mixed_pid; do
 	kill -0 "$p" 2>/dev/null && left="$left $p"

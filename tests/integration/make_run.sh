@@ -156,7 +156,7 @@ scenario() {
 	else
 		nok "$name: run.sh removed its temp dir and socket ($extra)"
 	fi
-	if grep -q '^<5>Interrupt: stopping$\|^<5>Terminated: stopping$' "$t/out"; then
+	if grep -q '^Interrupt: stopping$\|^Terminated: stopping$' "$t/out"; then
 		ok "$name: the daemon logged its orderly stop"
 	else
 		nok "$name: the daemon logged its orderly stop"
