@@ -212,9 +212,7 @@ static int check_exe(const char *exe)
 	int fd, err = 0;
 
 	fd = open(exe, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		err = errno;
-	else if (fstat(fd, &st) != 0)
+	if (fd < 0 || fstat(fd, &st) != 0)
 		err = errno;
 	else if (!S_ISREG(st.st_mode))
 		why = "not a regular file";

@@ -454,7 +454,7 @@ static size_t threads_missed(const struct sw_dump *d)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < d->nthreads; i++)
+	for (size_t i = 0; d && i < d->nthreads; i++)
 		n += d->threads[i].status == SW_ST_TIMEOUT ||
 		     d->threads[i].status == SW_ST_ERROR;
 	return n;
