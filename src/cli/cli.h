@@ -69,6 +69,13 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
+ * Says that the daemon's answer is not of the shape expected ("what":
+ * e.g. 'no "targets" list') and what to do: check that --url names a
+ * stackwatchd.
+ */
+void cli_bad_answer(const struct cli *cli, const char *what);
+
+/*
  * Writes s to f with every control byte replaced by '?', so that names
  * taken from targets or a server cannot reach the terminal as escapes.
  */

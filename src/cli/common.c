@@ -98,6 +98,13 @@ void cli_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+void cli_bad_answer(const struct cli *cli, const char *what)
+{
+	cli_error("unexpected answer from %s: %s", cli->where, what);
+	cli_error("check that it is a stackwatchd (of this version or later); "
+		  "name the daemon with --url");
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;

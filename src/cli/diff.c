@@ -161,7 +161,7 @@ static int show_text(const struct cli *cli, const cJSON *doc)
 	long long same = cli_json_number(doc, "unchanged");
 
 	if (!changed || !appeared || !gone) {
-		cli_error("unexpected answer from %s: not a diff", cli->where);
+		cli_bad_answer(cli, "not a diff");
 		return CLI_EDAEMON;
 	}
 	printf("Process %lld: from ", cli_json_number(doc, "pid"));

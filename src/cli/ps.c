@@ -208,8 +208,7 @@ static int show(const struct cli *cli, const struct http_response *resp,
 	int rc = CLI_EDAEMON;
 
 	if (!list) {
-		cli_error("unexpected answer from %s: no \"processes\" list",
-			  cli->where);
+		cli_bad_answer(cli, "no \"processes\" list");
 		goto out_delete;
 	}
 	if (strcmp(format, "json") == 0) {

@@ -98,6 +98,9 @@ static void hint_answer(int rc, int status)
 {
 	if (status == 401 && !getenv("STACKWATCH_TOKEN"))
 		cli_error("the daemon wants a token: set STACKWATCH_TOKEN");
+	else if (status == 401)
+		cli_error("check the token in STACKWATCH_TOKEN: it must be "
+			  "the daemon's --token-file");
 	else if (rc == CLI_ENOPROC)
 		cli_error("check the pid: 'stackwatch ps' lists the "
 			  "processes you may see");
@@ -179,6 +182,8 @@ int cli_get(const struct cli *cli, const char *target,
 	case SW_EFORMAT:
 	case SW_ETOOBIG:
 		cli_error("bad answer from %s: %s", cli->where, resp->error);
+		cli_error("check that it is a stackwatchd; name the daemon "
+			  "with --url");
 		return CLI_EREACH;
 	default:
 		report_unreachable(cli, resp->error);

@@ -261,7 +261,9 @@ int cmd_run(const struct cli *cli, int argc, char **argv)
 	if (find_agent(agent) != 0) {
 		cli_error("cannot find the agent " AGENT_NAME
 			  " (looked next to the stackwatch executable, in "
-			  "../lib/stackwatch/ from there%s%s)",
+			  "../lib/stackwatch/ from there%s%s): reinstall "
+			  "stackwatch, or preload the agent yourself "
+			  "(LD_PRELOAD)",
 			  agent_path[0] ? " and at " : "", agent_path);
 		return CLI_EDAEMON;
 	}

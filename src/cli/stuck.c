@@ -104,8 +104,7 @@ static int show(const struct cli *cli, const struct http_response *resp,
 	int n = list ? cJSON_GetArraySize(list) : 0;
 
 	if (!list) {
-		cli_error("unexpected answer from %s: no \"threads\" list",
-			  cli->where);
+		cli_bad_answer(cli, "no \"threads\" list");
 		cJSON_Delete(root);
 		return CLI_EDAEMON;
 	}

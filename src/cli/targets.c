@@ -105,8 +105,7 @@ static int show_targets(const struct cli *cli, const char *body, size_t len)
 	root = cJSON_ParseWithLength(body, len);
 	list = cJSON_GetObjectItemCaseSensitive(root, "targets");
 	if (!cJSON_IsArray(list)) {
-		cli_error("unexpected answer from %s: no \"targets\" list",
-			  cli->where);
+		cli_bad_answer(cli, "no \"targets\" list");
 		goto out_delete;
 	}
 	rows = calloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*rows));
