@@ -99,7 +99,7 @@ run_one() {
 	rm -f "$logs/$name".tsan.*
 	staged=false
 	case $name in
-	test_sec_* | integration-users)
+	test_sec_* | integration-users | test_it_cli)
 		if [ -n "$stage" ]; then
 			SW_TARGET_BUILD=$stage
 			export SW_TARGET_BUILD

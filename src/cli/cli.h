@@ -7,6 +7,7 @@
 #ifndef SW_CLI_H
 #define SW_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -15,9 +16,13 @@
 /* Exit statuses; INTERFACE.md makes them a contract. */
 enum {
 	CLI_OK = 0,
-	CLI_EDAEMON = 1, /* the daemon answered with an error (or we failed) */
-	CLI_EUSAGE = 2,	 /* bad command line */
-	CLI_EREACH = 3,	 /* the daemon cannot be reached */
+	CLI_EDAEMON = 1,  /* the daemon answered with an error (or we failed) */
+	CLI_EUSAGE = 2,	  /* bad command line */
+	CLI_EREACH = 3,	  /* the daemon cannot be reached */
+	CLI_ENOPROC = 4,  /* no such process (said only to whom may know) */
+	CLI_EPERM = 5,	  /* not a process you may see; a token is needed */
+	CLI_EPARTIAL = 6, /* printed, but some processes or threads are not */
+	CLI_ENONE = 7,	  /* nothing to show: no process, no stuck thread */
 };
 
 /* The global options, given before the subcommand. */
@@ -64,6 +69,13 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
+ * Says that the daemon's answer is not of the shape expected ("what":
+ * e.g. 'no "targets" list') and what to do: check that --url names a
+ * stackwatchd.
+ */
+void cli_bad_answer(const struct cli *cli, const char *what);
+
+/*
  * Writes s to f with every control byte replaced by '?', so that names
  * taken from targets or a server cannot reach the terminal as escapes.
  */
@@ -87,5 +99,36 @@ int cli_finish(int status);
  */
 int cli_get(const struct cli *cli, const char *target,
 	    struct http_response *resp);
+
+/*
+ * Parses a decimal pid, 1..INT_MAX with nothing else around it, into
+ * *out. Returns 0 or -1.
+ */
+int cli_parse_pid(const char *s, long *out);
+
+/* True for "text" and "json"; with folded true, for "folded" too. */
+bool cli_valid_format(const char *format, bool folded);
+
+/*
+ * Reading the daemon's JSON (json.c); obj may be anything, NULL included.
+ * A number that is absent, negative or not a number is -1; a string or
+ * array that is absent or of another type is NULL.
+ */
+struct cJSON;
+long long cli_json_number(const struct cJSON *obj, const char *key);
+double cli_json_double(const struct cJSON *obj, const char *key);
+const char *cli_json_string(const struct cJSON *obj, const char *key);
+const struct cJSON *cli_json_array(const struct cJSON *obj, const char *key);
+
+/*
+ * Prints a JSON array of frames as the daemon's text format does, one
+ * line each after indent, at most max of them (0: all) and then how many
+ * more; "(no frames)" for none. Names are printed terminal-safe.
+ */
+void cli_print_frames(FILE *f, const struct cJSON *frames, const char *indent,
+		      int max);
+
+/* Prints a thread's "name (tid)" from its JSON object, terminal-safe. */
+void cli_print_thread(FILE *f, const struct cJSON *th);
 
 #endif /* SW_CLI_H */

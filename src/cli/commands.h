@@ -1,6 +1,7 @@
 /*
  * commands.h - the subcommands of the stackwatch CLI, one file each
- * (targets.c, dump.c, offline.c, run.c), called by main.c.
+ * (targets.c, dump.c, offline.c, run.c, stuck.c, diff.c, ps.c), called by
+ * main.c.
  */
 #ifndef SW_COMMANDS_H
 #define SW_COMMANDS_H
@@ -15,6 +16,9 @@
 int cmd_targets(const struct cli *cli, int argc, char **argv);
 int cmd_dump(const struct cli *cli, int argc, char **argv);
 int cmd_run(const struct cli *cli, int argc, char **argv);
+int cmd_stuck(const struct cli *cli, int argc, char **argv);
+int cmd_diff(const struct cli *cli, int argc, char **argv);
+int cmd_ps(const struct cli *cli, int argc, char **argv);
 
 /*
  * dump --local PID and dump --core FILE [--exe PATH] (offline.c): the

@@ -19,6 +19,10 @@ static const char short_usage[] =
 	"       stackwatch [--url URL] dump [--format text|json|folded] [PID]\n"
 	"       stackwatch dump --local [--format F] PID\n"
 	"       stackwatch dump --core FILE [--exe PATH] [--format F]\n"
+	"       stackwatch [--url URL] ps [--sort KEY] [--format text|json]\n"
+	"       stackwatch [--url URL] stuck [--format text|json]\n"
+	"       stackwatch [--url URL] diff [--since DURATION] "
+	"[--format text|json] PID\n"
 	"       stackwatch run [--socket PATH] -- CMD [ARG...]\n"
 	"       stackwatch --version | --help\n";
 
@@ -39,10 +43,23 @@ void cli_usage(FILE *f)
 	      "  dump --local PID  a ptrace snapshot taken here, no daemon\n"
 	      "  dump --core FILE  the stacks of a core file (--exe PATH: its "
 	      "program)\n"
+	      "  ps              every process you may see: threads, CPU, "
+	      "thread\n"
+	      "                  states, stuck threads, deadlock, how it is "
+	      "read;\n"
+	      "                  --sort pid (default), cpu, threads, stuck, "
+	      "user, name\n"
+	      "  stuck           the threads the daemon flags as stuck, with "
+	      "their\n"
+	      "                  innermost frames\n"
+	      "  diff PID        what changed in PID's stacks since a sample "
+	      "--since\n"
+	      "                  ago (default 60s; 90, 90s, 5m, 1h)\n"
 	      "  run CMD...      execute CMD in place (same pid) with the "
 	      "agent\n"
 	      "                  loaded; --socket PATH sets the daemon's "
 	      "agent socket\n"
+	      "                  (a warning when no daemon listens there)\n"
 	      "\n"
 	      "Options:\n"
 	      "  --url URL       the daemon, http://HOST[:PORT][/PATH]; "
@@ -60,8 +77,12 @@ void cli_usage(FILE *f)
 	      "Environment: STACKWATCH_URL, STACKWATCH_HTTP_SOCKET, "
 	      "STACKWATCH_TOKEN\n(sent as a bearer token).\n"
 	      "Exit status: 0 success, 1 the daemon answered with an error, "
-	      "2 usage\nerror, 3 the daemon cannot be reached; run: 126 or "
-	      "127 when CMD\ncannot be executed.\n",
+	      "2 usage\nerror, 3 the daemon cannot be reached, 4 no such "
+	      "process, 5 not a\nprocess you may see (or a token is "
+	      "needed), 6 a partial answer (some\nprocesses or threads "
+	      "could not be read), 7 nothing to show (dump, ps:\nno process "
+	      "you may see; stuck: no stuck thread); run: 126 or 127 when\n"
+	      "CMD cannot be executed.\n",
 	      f);
 }
 
@@ -75,6 +96,13 @@ void cli_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+void cli_bad_answer(const struct cli *cli, const char *what)
+{
+	cli_error("unexpected answer from %s: %s", cli->where, what);
+	cli_error("check that it is a stackwatchd (of this version or later); "
+		  "name the daemon with --url");
 }
 
 int cli_usage_error(const char *fmt, ...)
@@ -183,4 +211,29 @@ void cli_find_socket(struct cli *cli, char *buf, size_t size)
 					 sizeof(cli->refused));
 		return;
 	}
+}
+
+int cli_parse_pid(const char *s, long *out)
+{
+	long n = 0;
+
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		n = n * 10 + (*s - '0');
+		if (n > 0x7fffffffL)
+			return -1;
+	}
+	if (n < 1)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+bool cli_valid_format(const char *format, bool folded)
+{
+	return strcmp(format, "text") == 0 || strcmp(format, "json") == 0 ||
+	       (folded && strcmp(format, "folded") == 0);
 }

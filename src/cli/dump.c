@@ -9,34 +9,37 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "commands.h"
 #include "http.h"
 
-/* Parses a decimal pid, 1..INT_MAX with nothing else around it. */
-static int parse_pid(const char *s, long *out)
+/*
+ * Whether the dump of every target (resp, in format) showed anything:
+ * CLI_ENONE, said on stderr, when the daemon has no process with the agent
+ * that the user may see; else CLI_OK.
+ */
+static int check_all(const struct http_response *resp, const char *format)
 {
-	long n = 0;
+	bool none;
 
-	if (!*s)
-		return -1;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
-		n = n * 10 + (*s - '0');
-		if (n > 0x7fffffffL)
-			return -1;
+	if (strcmp(format, "json") == 0) {
+		cJSON *root = cJSON_ParseWithLength(resp->body, resp->body_len);
+		const cJSON *list =
+			cJSON_GetObjectItemCaseSensitive(root, "processes");
+
+		none = cJSON_IsArray(list) && cJSON_GetArraySize(list) == 0;
+		cJSON_Delete(root);
+	} else {
+		none = resp->body_len == strspn(resp->body, " \n");
 	}
-	if (n < 1)
-		return -1;
-	*out = n;
-	return 0;
-}
-
-static bool valid_format(const char *f)
-{
-	return strcmp(f, "text") == 0 || strcmp(f, "json") == 0 ||
-	       strcmp(f, "folded") == 0;
+	if (!none || resp->partial > 0)
+		return CLI_OK;
+	cli_error("no process with the agent that you may see: start one "
+		  "with 'stackwatch run -- CMD', or name any process you may "
+		  "see: stackwatch dump PID ('stackwatch ps' lists them)");
+	return CLI_ENONE;
 }
 
 int cmd_dump(const struct cli *cli, int argc, char **argv)
@@ -80,11 +83,11 @@ int cmd_dump(const struct cli *cli, int argc, char **argv)
 			pid_arg = a;
 		}
 	}
-	if (!valid_format(format))
+	if (!cli_valid_format(format, true))
 		return cli_usage_error("dump: unknown format '%s' (text, json "
 				       "or folded)",
 				       format);
-	if (pid_arg && parse_pid(pid_arg, &pid))
+	if (pid_arg && cli_parse_pid(pid_arg, &pid))
 		return cli_usage_error("dump: bad PID '%s'", pid_arg);
 	if (exe && !core)
 		return cli_usage_error("dump: --exe goes with --core");
@@ -107,6 +110,14 @@ int cmd_dump(const struct cli *cli, int argc, char **argv)
 	if (rc)
 		return rc;
 	fwrite(resp.body, 1, resp.body_len, stdout);
+	rc = pid_arg ? CLI_OK : check_all(&resp, format);
+	if (rc == CLI_OK && resp.partial > 0) {
+		cli_error("%ld of the processes or threads asked for could "
+			  "not be read (each says why above); ask again, or "
+			  "read one with stackwatch dump --local PID",
+			  resp.partial);
+		rc = CLI_EPARTIAL;
+	}
 	http_response_release(&resp);
-	return cli_finish(CLI_OK);
+	return cli_finish(rc);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -268,9 +269,34 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
+#define PARTIAL_HEADER "X-Stackwatch-Partial:"
+
+/*
+ * The count of X-Stackwatch-Partial (n bytes at p, the name included):
+ * decimal digits, at most 9 of them; anything else counts as 1, so that a
+ * header we cannot read still says the answer is not whole.
+ */
+static long partial_count(const char *p, size_t n)
+{
+	size_t i = sizeof(PARTIAL_HEADER) - 1, digits = 0;
+	long v = 0;
+
+	while (i < n && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	for (; i < n && p[i] >= '0' && p[i] <= '9' && digits < 9; i++) {
+		v = v * 10 + (p[i] - '0');
+		digits++;
+	}
+	while (i < n &&
+	       (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+		i++;
+	return digits && i == n ? v : 1;
+}
+
 /*
  * Each header line: a status line ("HTTP/1.1 200 OK") sets the reason,
- * control bytes replaced, so the last one (after any 1xx) is the answer's.
+ * control bytes replaced, so the last one (after any 1xx) is the answer's;
+ * X-Stackwatch-Partial sets resp->partial.
  */
 static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
 {
@@ -278,8 +304,14 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
 	size_t n = size * nmemb;
 	size_t i = 0, k = 0;
 
+	if (n >= sizeof(PARTIAL_HEADER) - 1 &&
+	    strncasecmp(p, PARTIAL_HEADER, sizeof(PARTIAL_HEADER) - 1) == 0) {
+		resp->partial = partial_count(p, n);
+		return n;
+	}
 	if (n < 5 || memcmp(p, "HTTP/", 5) != 0)
 		return n;
+	resp->partial = 0;	     /* a new answer's headers begin */
 	while (i < n && p[i] != ' ') /* the version */
 		i++;
 	while (i < n && p[i] == ' ')

@@ -33,7 +33,12 @@ struct http_response {
 	char reason[128]; /* the reason phrase, control bytes replaced */
 	char *body;	  /* NUL-terminated, owned; NULL until a success */
 	size_t body_len;  /* the body may hold NUL bytes of its own */
-	char error[256];  /* after a failure: why, as a phrase */
+	/*
+	 * The daemon's X-Stackwatch-Partial header: how many processes or
+	 * threads it could not read for this answer (0 when absent).
+	 */
+	long partial;
+	char error[256]; /* after a failure: why, as a phrase */
 };
 
 /*

@@ -1,6 +1,6 @@
 /*
  * main.c - the stackwatch CLI: reads the global options and hands the rest
- * of the command line to one subcommand (targets.c, dump.c, run.c). What
+ * of the command line to one subcommand (commands.h). What
  * they share is in common.c and request.c, so main.c is the top: nothing
  * imports it.
  */
@@ -64,5 +64,11 @@ int main(int argc, char **argv)
 		return cmd_dump(&cli, argc - i, argv + i);
 	if (strcmp(name, "run") == 0)
 		return cmd_run(&cli, argc - i, argv + i);
+	if (strcmp(name, "stuck") == 0)
+		return cmd_stuck(&cli, argc - i, argv + i);
+	if (strcmp(name, "diff") == 0)
+		return cmd_diff(&cli, argc - i, argv + i);
+	if (strcmp(name, "ps") == 0)
+		return cmd_ps(&cli, argc - i, argv + i);
 	return cli_usage_error("unknown command '%s'", name);
 }

@@ -182,7 +182,11 @@ int cli_dump_local(long pid, const char *format)
 		snap_free(s);
 		cli_error("cannot take a snapshot of process %ld: %s", pid,
 			  why);
-		return CLI_EDAEMON;
+		if (r == -ESRCH || r == -ENOENT) {
+			cli_error("check the pid: ps -e lists the processes");
+			return CLI_ENOPROC;
+		}
+		return r == -EPERM || r == -EACCES ? CLI_EPERM : CLI_EDAEMON;
 	}
 	r = unwind_snapshot(s, NULL, unwind_open, (void *)(intptr_t)pid, &d);
 	snap_free(s);
@@ -194,14 +198,51 @@ int cli_dump_local(long pid, const char *format)
 	return finish(d, sym_open, (pid_t)pid, format);
 }
 
+/*
+ * Checks --exe before the core is read, so that a wrong path is named as
+ * the --exe it is (the core's reader would take it for its own failure):
+ * it must exist, be a regular file we may read, and start as ELF does.
+ * Returns 0, or -1 having said why and what to do.
+ */
+static int check_exe(const char *exe)
+{
+	unsigned char magic[4];
+	const char *why = NULL;
+	struct stat st;
+	int fd, err = 0;
+
+	fd = open(exe, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0 || fstat(fd, &st) != 0)
+		err = errno;
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (read(fd, magic, sizeof(magic)) != (ssize_t)sizeof(magic) ||
+		 memcmp(magic, "\177ELF", 4) != 0)
+		why = "not an ELF file";
+	if (fd >= 0)
+		close(fd);
+	if (!err && !why)
+		return 0;
+	cli_error("--exe %s: %s", exe, why ? why : strerror(err));
+	cli_error("name the program the core was dumped from, or leave "
+		  "--exe out to use the one the core names");
+	return -1;
+}
+
 int cli_dump_core(const char *core, const char *exe, const char *format)
 {
 	struct sw_dump *d = NULL;
 	char why[512] = "";
-	int r = unwind_core(core, exe, &d, why, sizeof(why));
+	int r;
 
+	if (exe && check_exe(exe) != 0)
+		return CLI_EDAEMON;
+	r = unwind_core(core, exe, &d, why, sizeof(why));
 	if (r != 0) {
 		cli_error("cannot read the core file: %s", why);
+		cli_error("give a core file (from gcore or a crash) that you "
+			  "may read%s",
+			  exe ? ", and the program it was dumped from" : "");
 		return CLI_EDAEMON;
 	}
 	return finish(d, core_sym_open, 0, format);

@@ -1,8 +1,9 @@
 /*
  * request.c - how the subcommands talk to the daemon: one GET through
- * http.c (libcurl), with every way it can fail turned into the message and
- * the exit status that INTERFACE.md promises (1 for an error answer, 2
- * for a bad URL, 3 when the daemon cannot be reached).
+ * http.c (libcurl), with every way it can fail turned into the message,
+ * what to do next, and the exit status that INTERFACE.md promises (1 for
+ * an error answer, 2 for a bad URL, 3 when the daemon cannot be reached,
+ * 4 for no such process, 5 for one the user may not see).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -48,29 +49,82 @@ static bool text_reason(const struct http_response *resp, char *out,
 }
 
 /*
- * Prints the daemon's error answer: the "error" string of its JSON body
- * ({"error": "...", "status": N}), else the first line of a text body,
- * else the status line.
+ * The daemon's reason for an error answer into out (size bytes): the
+ * "error" string of its JSON body ({"error": "...", "status": N}), else
+ * the first line of a text body. False when there is none.
  */
-static void report_error_answer(const struct cli *cli,
-				const struct http_response *resp)
+static bool answer_reason(const struct http_response *resp, char *out,
+			  size_t size)
 {
 	const cJSON *err = NULL;
-	char line[1024];
 	cJSON *root;
+	bool found = false;
 
 	root = cJSON_ParseWithLength(resp->body, resp->body_len);
 	if (root)
 		err = cJSON_GetObjectItemCaseSensitive(root, "error");
-	fflush(stdout);
 	if (err && cJSON_IsString(err) && err->valuestring[0]) {
+		snprintf(out, size, "%s", err->valuestring);
+		found = true;
+	}
+	cJSON_Delete(root);
+	return found || (resp->status >= 400 && text_reason(resp, out, size));
+}
+
+/*
+ * The exit status of an error answer with reason why: the daemon's 404
+ * for a pid says "no process N" only to whom may know it; to anyone else
+ * it says "... not a process you may see" whether the process exists or
+ * not, and so does the exit status.
+ */
+static int status_of_answer(int status, const char *why)
+{
+	int pid;
+	char end;
+
+	if (status == 401 || status == 403)
+		return CLI_EPERM;
+	if (status != 404 || !why)
+		return CLI_EDAEMON;
+	if (sscanf(why, "no process %d%c", &pid, &end) == 1)
+		return CLI_ENOPROC;
+	if (strstr(why, "not a process you may see"))
+		return CLI_EPERM;
+	return CLI_EDAEMON;
+}
+
+/* What to do next, after the reason the daemon gave with status rc. */
+static void hint_answer(int rc, int status)
+{
+	if (status == 401 && !getenv("STACKWATCH_TOKEN"))
+		cli_error("the daemon wants a token: set STACKWATCH_TOKEN");
+	else if (status == 401)
+		cli_error("check the token in STACKWATCH_TOKEN: it must be "
+			  "the daemon's --token-file");
+	else if (rc == CLI_ENOPROC)
+		cli_error("check the pid: 'stackwatch ps' lists the "
+			  "processes you may see");
+	else if (rc == CLI_EPERM && status == 404)
+		cli_error("a process is shown to its own user, root and the "
+			  "daemon's admin group: run as one of them "
+			  "('stackwatch ps' lists what you may see)");
+}
+
+/*
+ * Prints the daemon's error answer (its reason, else the status line) and
+ * what to do next. Returns the exit status it calls for.
+ */
+static int report_error_answer(const struct cli *cli,
+			       const struct http_response *resp)
+{
+	char why[1024];
+	bool have = answer_reason(resp, why, sizeof(why));
+	int rc = status_of_answer(resp->status, have ? why : NULL);
+
+	fflush(stdout);
+	if (have) {
 		fputs("stackwatch: ", stderr);
-		cli_put_safe(stderr, err->valuestring);
-		fputc('\n', stderr);
-	} else if (resp->status >= 400 &&
-		   text_reason(resp, line, sizeof(line))) {
-		fputs("stackwatch: ", stderr);
-		cli_put_safe(stderr, line);
+		cli_put_safe(stderr, why);
 		fputc('\n', stderr);
 	} else if (resp->status >= 400) {
 		cli_error("the daemon at %s answered %d %s", cli->where,
@@ -79,9 +133,18 @@ static void report_error_answer(const struct cli *cli,
 		cli_error("unexpected answer from %s: %d %s", cli->where,
 			  resp->status, resp->reason);
 	}
-	if (resp->status == 401 && !getenv("STACKWATCH_TOKEN"))
-		cli_error("the daemon wants a token: set STACKWATCH_TOKEN");
-	cJSON_Delete(root);
+	hint_answer(rc, resp->status);
+	return rc;
+}
+
+/* Says that the daemon cannot be reached (why), and what to do next. */
+static void report_unreachable(const struct cli *cli, const char *why)
+{
+	cli_error("cannot reach the daemon at %s: %s", cli->where, why);
+	cli_error("start it (systemctl start stackwatchd, or 'make run' in "
+		  "the source tree), name it with --url or "
+		  "STACKWATCH_HTTP_SOCKET, or read a process without it: "
+		  "stackwatch dump --local PID");
 }
 
 int cli_get(const struct cli *cli, const char *target,
@@ -119,15 +182,16 @@ int cli_get(const struct cli *cli, const char *target,
 	case SW_EFORMAT:
 	case SW_ETOOBIG:
 		cli_error("bad answer from %s: %s", cli->where, resp->error);
+		cli_error("check that it is a stackwatchd; name the daemon "
+			  "with --url");
 		return CLI_EREACH;
 	default:
-		cli_error("cannot reach the daemon at %s: %s", cli->where,
-			  resp->error);
+		report_unreachable(cli, resp->error);
 		return CLI_EREACH;
 	}
 	if (resp->status >= 200 && resp->status < 300)
 		return CLI_OK;
-	report_error_answer(cli, resp);
+	rc = report_error_answer(cli, resp);
 	http_response_release(resp);
-	return CLI_EDAEMON;
+	return rc;
 }

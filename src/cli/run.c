@@ -11,16 +11,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "model/buf.h"
+#include "model/paths.h"
+#include "model/sockcheck.h"
 #include "cli.h"
 #include "commands.h"
 #include "stackwatch.h"
 
 #define AGENT_NAME "libstackwatch-agent.so"
+#define SUN_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
 
 #ifdef SW_AGENT_PATH
 static const char agent_path[] = SW_AGENT_PATH;
@@ -166,10 +170,66 @@ static int set_socket(const char *path)
 	return 0;
 }
 
+/* True when execvp() could find cmd: a path to it, or a name in $PATH. */
+static bool runnable(const char *cmd)
+{
+	const char *path = getenv("PATH"), *p;
+	char full[PATH_MAX];
+	size_t n;
+
+	if (strchr(cmd, '/'))
+		return access(cmd, X_OK) == 0;
+	for (p = path && *path ? path : "/bin:/usr/bin"; *p; p += n + !!p[n]) {
+		n = strcspn(p, ":");
+		if ((size_t)snprintf(full, sizeof(full), "%.*s%s%s", (int)n, p,
+				     n ? "/" : "", cmd) < sizeof(full) &&
+		    access(full, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Warns, in one line on stderr, when the agent will find no daemon to
+ * register with at path (given says it came from --socket or
+ * STACKWATCH_SOCKET, not from the default): nothing listens there, or the
+ * socket fails the rules the agent checks in silence (model/sockcheck.h).
+ * The command runs either way; this is the only place that can say so,
+ * since the agent itself never prints.
+ */
+static void check_daemon(const char *path, bool given)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uid_t euid = geteuid(), peer = 0;
+	const char *why = NULL;
+	int fd, rc;
+
+	rc = sockcheck_path(path, euid, NULL);
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		why = "no daemon listens there";
+	else if (rc && !given)
+		why = "the socket or its directory fails the ownership rules "
+		      "of stackwatch(1)";
+	fd = why ? -1 : socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		why = "no daemon listens there";
+	else if (fd >= 0 && sockcheck_peer(fd, euid, &peer) == -EPERM)
+		why = "its daemon is neither root nor you";
+	if (fd >= 0)
+		close(fd);
+	if (!why)
+		return;
+	cli_error("the agent will not register at %s: %s; start a daemon "
+		  "(systemctl start stackwatchd, or make run) or give its "
+		  "socket with --socket PATH",
+		  path, why);
+}
+
 int cmd_run(const struct cli *cli, int argc, char **argv)
 {
 	const char *sock_path = NULL;
-	char agent[PATH_MAX], pidbuf[16];
+	char agent[PATH_MAX], pidbuf[16], sock[SUN_PATH_MAX];
 	int i, err;
 
 	(void)cli;
@@ -201,7 +261,9 @@ int cmd_run(const struct cli *cli, int argc, char **argv)
 	if (find_agent(agent) != 0) {
 		cli_error("cannot find the agent " AGENT_NAME
 			  " (looked next to the stackwatch executable, in "
-			  "../lib/stackwatch/ from there%s%s)",
+			  "../lib/stackwatch/ from there%s%s): reinstall "
+			  "stackwatch, or preload the agent yourself "
+			  "(LD_PRELOAD)",
 			  agent_path[0] ? " and at " : "", agent_path);
 		return CLI_EDAEMON;
 	}
@@ -209,6 +271,11 @@ int cmd_run(const struct cli *cli, int argc, char **argv)
 		return CLI_EDAEMON;
 	if (sock_path && set_socket(sock_path) != 0)
 		return CLI_EDAEMON;
+	if (runnable(argv[i]) && paths_agent_socket(sock, sizeof(sock)) == 0) {
+		const char *env = getenv("STACKWATCH_SOCKET");
+
+		check_daemon(sock, env && *env);
+	}
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)getpid());
 	if (setenv("STACKWATCH_START_PID", pidbuf, 1) != 0) {
 		cli_error("cannot set STACKWATCH_START_PID: %s",

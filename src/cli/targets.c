@@ -21,23 +21,6 @@ struct row {
 	bool self;
 };
 
-static long long number(const cJSON *obj, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 ||
-	    v->valuedouble >= 9.2e18)
-		return -1;
-	return (long long)v->valuedouble;
-}
-
-static const char *string(const cJSON *obj, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 static int by_pid(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
@@ -122,8 +105,7 @@ static int show_targets(const struct cli *cli, const char *body, size_t len)
 	root = cJSON_ParseWithLength(body, len);
 	list = cJSON_GetObjectItemCaseSensitive(root, "targets");
 	if (!cJSON_IsArray(list)) {
-		cli_error("unexpected answer from %s: no \"targets\" list",
-			  cli->where);
+		cli_bad_answer(cli, "no \"targets\" list");
 		goto out_delete;
 	}
 	rows = calloc((size_t)cJSON_GetArraySize(list) + 1, sizeof(*rows));
@@ -135,12 +117,12 @@ static int show_targets(const struct cli *cli, const char *body, size_t len)
 	{
 		if (!cJSON_IsObject(t))
 			continue;
-		rows[n].pid = number(t, "pid");
-		rows[n].uid = number(t, "uid");
-		rows[n].threads = number(t, "threads");
-		rows[n].signal = number(t, "signal");
-		rows[n].comm = string(t, "comm");
-		rows[n].cmdline = string(t, "cmdline");
+		rows[n].pid = cli_json_number(t, "pid");
+		rows[n].uid = cli_json_number(t, "uid");
+		rows[n].threads = cli_json_number(t, "threads");
+		rows[n].signal = cli_json_number(t, "signal");
+		rows[n].comm = cli_json_string(t, "comm");
+		rows[n].cmdline = cli_json_string(t, "cmdline");
 		rows[n].self = cJSON_IsTrue(
 			cJSON_GetObjectItemCaseSensitive(t, "self"));
 		n++;

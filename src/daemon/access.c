@@ -3,7 +3,9 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access.h"
@@ -191,4 +193,19 @@ struct target *access_get_process(struct registry *reg, const struct access *a,
 		return NULL;
 	}
 	return t;
+}
+
+const char *access_unseen_why(const struct access *a, pid_t pid, char *buf,
+			      size_t size)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (a->all && pid > 0 && stat(path, &st) < 0 && errno == ENOENT)
+		snprintf(buf, size, "no process %d", (int)pid);
+	else
+		snprintf(buf, size, "pid %d is not a process you may see",
+			 (int)pid);
+	return buf;
 }

@@ -87,4 +87,14 @@ void access_sees_pids(const struct access *a, const pid_t *pids, size_t n,
 struct target *access_get_process(struct registry *reg, const struct access *a,
 				  pid_t pid);
 
+/*
+ * Why pid is not found for a, into buf (size bytes), for a 404: "no
+ * process N" when a may see every process (then saying so gives nothing
+ * away) and there is no process pid; otherwise the one sentence "pid N is
+ * not a process you may see", for a process a may not see and for none
+ * at all alike. Reads /proc. Returns buf.
+ */
+const char *access_unseen_why(const struct access *a, pid_t pid, char *buf,
+			      size_t size);
+
 #endif /* SWD_ACCESS_H */

@@ -228,11 +228,19 @@ static const char *const content_types[] = {
 	[QUERY_PPROF] = "application/octet-stream",
 };
 
-static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
-				 enum query_format fmt, char *body, size_t len)
+/*
+ * Sends body (len bytes, taken over). A stacks answer that could not read
+ * everything says how many processes and threads it misses in the header
+ * X-Stackwatch-Partial (partial > 0), which every format can carry and
+ * the CLI turns into its exit status.
+ */
+static enum MHD_Result send_body_partial(struct MHD_Connection *c,
+					 unsigned status, enum query_format fmt,
+					 char *body, size_t len, size_t partial)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
+	char n[24];
 
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
@@ -242,9 +250,19 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 	MHD_add_response_header(r, "Content-Type", content_types[fmt]);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	if (partial) {
+		snprintf(n, sizeof(n), "%zu", partial);
+		MHD_add_response_header(r, "X-Stackwatch-Partial", n);
+	}
 	ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
+				 enum query_format fmt, char *body, size_t len)
+{
+	return send_body_partial(c, status, fmt, body, len, 0);
 }
 
 /* A 500 for an answer that could not be made: never a 200 cut short. */
@@ -261,8 +279,9 @@ static enum MHD_Result send_unrenderable(struct MHD_Connection *c)
 			 sizeof(msg) - 1);
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
-				 cJSON *doc)
+static enum MHD_Result send_json_partial(struct MHD_Connection *c,
+					 unsigned status, cJSON *doc,
+					 size_t partial)
 {
 	char *s = doc ? cJSON_PrintUnformatted(doc) : NULL;
 	struct buf b;
@@ -279,7 +298,14 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 		return send_unrenderable(c);
 	}
 	cJSON_free(s);
-	return send_body(c, status, QUERY_JSON, body, strlen(body));
+	return send_body_partial(c, status, QUERY_JSON, body, strlen(body),
+				 partial);
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
+				 cJSON *doc)
+{
+	return send_json_partial(c, status, doc, 0);
 }
 
 static void html_escape(struct buf *b, const char *s)
@@ -423,6 +449,17 @@ static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 	return buf;
 }
 
+/* Threads of d that were meant to be read and were not: timeout, error. */
+static size_t threads_missed(const struct sw_dump *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; d && i < d->nthreads; i++)
+		n += d->threads[i].status == SW_ST_TIMEOUT ||
+		     d->threads[i].status == SW_ST_ERROR;
+	return n;
+}
+
 /* One process rendered in the requested format, appended to b. */
 static int render_one(struct buf *b, const struct sw_dump *d,
 		      enum query_format f)
@@ -557,6 +594,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 	int *rcs = calloc(n ? n : 1, sizeof(*rcs));
 	cJSON *doc = NULL, *arr = NULL;
 	enum MHD_Result ret = MHD_NO;
+	size_t partial = 0;
 	bool sent = false;
 	struct buf b;
 	char *body;
@@ -586,7 +624,9 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		if (rc < 0) {
 			status = status_of(rc);
 			reason_of(rc, why, sizeof(why), ts[i]->pid);
+			partial++;
 		} else {
+			partial += threads_missed(d);
 			rc = rq->format == QUERY_JSON
 				     ? render_json(d, &one)
 				     : render_one(&b, d, rq->format);
@@ -600,7 +640,8 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		if (!many && (rc < 0 || rq->format == QUERY_JSON)) {
 			sent = true;
 			ret = rc < 0 ? send_error(c, status, rq->format, why)
-				     : send_json(c, MHD_HTTP_OK, one);
+				     : send_json_partial(c, MHD_HTTP_OK, one,
+							 partial);
 			continue;
 		}
 		if (rq->format == QUERY_JSON) {
@@ -618,7 +659,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 	if (sent)
 		goto out;
 	if (doc) {
-		ret = send_json(c, MHD_HTTP_OK, doc);
+		ret = send_json_partial(c, MHD_HTTP_OK, doc, partial);
 		doc = NULL;
 		goto out;
 	}
@@ -627,7 +668,8 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 				 "the response is too large");
 		goto out;
 	}
-	ret = send_body(c, MHD_HTTP_OK, rq->format, body, strlen(body));
+	ret = send_body_partial(c, MHD_HTTP_OK, rq->format, body, strlen(body),
+				partial);
 out:
 	buf_release(&b);
 	cJSON_Delete(doc);
@@ -746,8 +788,7 @@ static bool targets_of(struct http *h, struct MHD_Connection *c,
 		return false;
 	}
 	if (!t) {
-		snprintf(why, sizeof(why),
-			 "pid %d is not a process you may see", (int)pid);
+		access_unseen_why(acc, pid, why, sizeof(why));
 		*ret = send_error(c, MHD_HTTP_NOT_FOUND, fmt, why);
 		return false;
 	}
@@ -1111,7 +1152,7 @@ static enum MHD_Result handle_processes(struct http *h,
 {
 	cJSON *doc;
 
-	if (processes_json(h->reg, acc, &doc) < 0)
+	if (processes_json(h->reg, h->st, acc, &doc) < 0)
 		return send_error(c, 500, QUERY_JSON, "out of memory");
 	return send_json(c, MHD_HTTP_OK, doc);
 }
@@ -1138,8 +1179,7 @@ static struct target *target_seen(struct http *h, struct MHD_Connection *c,
 	char why[64];
 
 	if (!t) {
-		snprintf(why, sizeof(why),
-			 "pid %d is not a process you may see", (int)pid);
+		access_unseen_why(acc, pid, why, sizeof(why));
 		*ret = send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
 	}
 	return t;

@@ -1,9 +1,11 @@
 #!/bin/sh
 # cli.sh - the stackwatch CLI on its own, with no daemon running: the
 # exit statuses of the contract (2 for usage errors, 3 when the daemon
-# cannot be reached), --version and --help, "run", which must exec the
-# command in place (same pid) with the agent first in LD_PRELOAD, and a
-# hostile server in the daemon's place (escapes, an endless answer).
+# cannot be reached, with what to do), --version and --help, "run", which
+# must exec the command in place (same pid) with the agent first in
+# LD_PRELOAD and warn in one line when no daemon listens on the agent's
+# socket, dump --core --exe checks, and a hostile server in the daemon's
+# place (escapes, an endless answer).
 #
 # Usage: BUILD=build sh tests/integration/cli.sh  (tests/run.sh sets BUILD)
 # Prints one "ok - ..." or "not ok - ..." line per check.
@@ -79,6 +81,14 @@ usage_error "dump: an unknown option" dump --frob
 usage_error "run: no command" run
 usage_error "run: only --" run --
 usage_error "run: an unknown option" run --frob -- true
+usage_error "ps: an unknown sort key" ps --sort size
+usage_error "ps: an unknown format" ps --format folded
+usage_error "ps takes no argument" ps 1
+usage_error "stuck takes no argument" stuck 1
+usage_error "diff: no PID" diff
+usage_error "diff: a bad duration" diff --since 5d 1
+usage_error "diff: more than a day" diff --since 25h 1
+usage_error "diff: two PIDs" diff 1 2
 
 # The daemon cannot be reached: exit 3 (the checks above never got as far
 # as connecting; these do, to a port where nothing listens).
@@ -89,6 +99,12 @@ if [ "$rc" -eq 3 ] &&
 	ok "targets with no daemon exits 3"
 else
 	nok "targets with no daemon exits 3 (status $rc: $(cat "$tmp/err"))"
+fi
+if grep -q 'systemctl start stackwatchd' "$tmp/err" &&
+	grep -q 'dump --local PID' "$tmp/err"; then
+	ok "no daemon: the error says how to start one, or to use dump --local"
+else
+	nok "no daemon: the error says how to start one, or to use dump --local ($(cat "$tmp/err"))"
 fi
 sw --url=http://127.0.0.1:1 dump --format json 1
 if [ "$rc" -eq 3 ]; then
@@ -125,6 +141,27 @@ if [ "$rc" -eq 126 ] && grep -q "^stackwatch: $tmp/noexec: " "$tmp/err"; then
 	ok "run: a command that is not executable exits 126"
 else
 	nok "run: a command that is not executable exits 126 (status $rc)"
+fi
+
+# run: nothing listens on the agent's socket: one line says so on stderr,
+# and the command runs all the same (the agent itself says nothing).
+: >"$tmp/none.sock"
+for sock in "$tmp/nowhere.sock" "$tmp/none.sock"; do
+	out=$("$sw" run --socket "$sock" -- sh -c 'echo ran; echo own >&2' 2>"$tmp/err")
+	rc=$?
+	if [ "$rc" -eq 0 ] && [ "$out" = ran ] && [ "$(wc -l <"$tmp/err")" -eq 2 ] &&
+		grep -q "^stackwatch: the agent will not register at $sock: no daemon listens there; start a daemon (systemctl start stackwatchd, or make run) or give its socket with --socket PATH\$" "$tmp/err" &&
+		[ "$(sed -n 2p "$tmp/err")" = own ]; then
+		ok "run: no daemon on $(basename "$sock"): one warning line, the command runs"
+	else
+		nok "run: no daemon on $(basename "$sock"): one warning line, the command runs (status $rc: $(cat "$tmp/err"))"
+	fi
+done
+out=$(STACKWATCH_SOCKET=$tmp/nowhere.sock "$sw" run -- sh -c 'echo ran' 2>"$tmp/err")
+if [ "$out" = ran ] && grep -q "will not register at $tmp/nowhere.sock: " "$tmp/err"; then
+	ok "run: the warning names \$STACKWATCH_SOCKET when it is set"
+else
+	nok "run: the warning names \$STACKWATCH_SOCKET when it is set ($(cat "$tmp/err"))"
 fi
 
 # run: the agent goes first in LD_PRELOAD, by its absolute path
@@ -224,6 +261,33 @@ elif [ "$rc" -eq 0 ] && case $out in /*/$agent) true ;; *) false ;; esac; then
 	ok "run: no agent next to it: the compiled-in SW_AGENT_PATH ($out)"
 else
 	nok "run: no agent anywhere exits 1 and says so (status $rc: $(cat "$tmp/err"))"
+fi
+
+# dump --core --exe: a missing or non-ELF --exe is named as such, with
+# what to do, before the core is read.
+printf 'not a core\n' >"$tmp/core"
+printf '#!/bin/sh\n' >"$tmp/script"
+for exe in /nonexistent/stackwatch-exe "$tmp/script" "$tmp"; do
+	sw dump --core "$tmp/core" --exe "$exe"
+	case $exe in
+	/nonexistent/*) why="No such file or directory" ;;
+	"$tmp") why="not a regular file" ;;
+	*) why="not an ELF file" ;;
+	esac
+	if [ "$rc" -eq 1 ] && [ ! -s "$tmp/out" ] &&
+		[ "$(sed -n 1p "$tmp/err")" = "stackwatch: --exe $exe: $why" ] &&
+		grep -q "name the program the core was dumped from" "$tmp/err"; then
+		ok "dump --core --exe $exe: '$why', exit 1"
+	else
+		nok "dump --core --exe $exe: '$why', exit 1 (status $rc: $(cat "$tmp/err"))"
+	fi
+done
+sw dump --core "$tmp/core"
+if [ "$rc" -eq 1 ] && grep -q '^stackwatch: cannot read the core file: ' "$tmp/err" &&
+	grep -q 'give a core file' "$tmp/err"; then
+	ok "dump --core of something else: the reason and what to do, exit 1"
+else
+	nok "dump --core of something else: the reason and what to do, exit 1 (status $rc: $(cat "$tmp/err"))"
 fi
 
 # A hostile answer (tests/fixtures/hostile_http.c): nothing from it reaches

@@ -191,11 +191,11 @@ check() {
 	rc=$?
 	as "$u" "$TB/stackwatch" --url "$url" dump "$other" >"$tmp/cli2" 2>&1
 	rc2=$?
-	if [ $rc = 0 ] && grep -q '^#0 ' "$tmp/cli" && [ $rc2 = 1 ] &&
+	if [ $rc = 0 ] && grep -q '^#0 ' "$tmp/cli" && [ $rc2 = 5 ] &&
 		grep -q 'not a process you may see' "$tmp/cli2"; then
-		ok "$name, the CLI over TCP: dumps its own, the other's is not found"
+		ok "$name, the CLI over TCP: dumps its own, the other's is not found (exit 5)"
 	else
-		nok "$name, the CLI over TCP: dumps its own ($rc), the other's not found ($rc2)"
+		nok "$name, the CLI over TCP: dumps its own ($rc), the other's not found, exit 5 ($rc2)"
 		sed 's/^/# /' "$tmp/cli2"
 	fi
 }

@@ -240,10 +240,10 @@ int main(void)
 		int st = f ? pclose(f) : -1;
 
 		out[n] = '\0';
-		TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+		TAP_OK(WIFEXITED(st) && WEXITSTATUS(st) == 5 &&
 			       strstr(out, "needs CAP_SYS_PTRACE"),
-		       "--local as nobody of root's process: exit 1, the "
-		       "kernel's rule named (%s)",
+		       "--local as nobody of root's process: not permitted, "
+		       "exit 5, the kernel's rule named (%s)",
 		       out);
 	}
 out:
