@@ -31,7 +31,9 @@ let big; // pid of a 200-waiter workload
 let nfile = 0;
 
 before(async () => {
-  base = await h.daemon(['--sample-interval', '0', '--max-dump-rate', '1']);
+  // These checks compare names: on a busy machine the first dump's read of
+  // libc's debug information may outlast the default 500 ms budget.
+  base = await h.daemon(['--sample-interval', '0', '--max-dump-rate', '1', '--symbolize-budget', '10000']);
   small = await h.workload([]);
   big = await h.workload(['--waiters', '200']);
   await h.registered([small, big]);
