@@ -1111,7 +1111,7 @@ static enum MHD_Result handle_processes(struct http *h,
 {
 	cJSON *doc;
 
-	if (processes_json(h->reg, acc, &doc) < 0)
+	if (processes_json(h->reg, h->st, acc, &doc) < 0)
 		return send_error(c, 500, QUERY_JSON, "out of memory");
 	return send_json(c, MHD_HTTP_OK, doc);
 }

@@ -10,13 +10,21 @@
 #include "access.h"
 #include "registry.h"
 
-#define PROCESSES_MAX 65536 /* processes listed at most */
+#define PROCESSES_MAX 65536	   /* processes listed at most */
+#define PROCESSES_STATES_MAX 65536 /* thread stat files read per answer */
+
+struct stacks;
 
 /*
  * {"processes": [{"pid", "comm", "cmdline", "uid", "user", "state",
- * "threads", "agent"}]}, in /proc's order, kernel threads left out.
- * Returns 0 or -ENOMEM. Reads /proc: a few ms per thousand processes.
+ * "threads", "agent", "cpu_pct", "thread_states", "stuck", "deadlock",
+ * "method"}]}, in /proc's order, kernel threads left out; st gives the
+ * watchdog's view of the targets (NULL: none). Returns 0 or -ENOMEM.
+ * Reads /proc: a few ms per thousand processes, plus one stat file per
+ * thread, at most PROCESSES_STATES_MAX of them. Updates the CPU readings
+ * the next answer measures from.
  */
-int processes_json(struct registry *reg, const struct access *a, cJSON **out);
+int processes_json(struct registry *reg, struct stacks *st,
+		   const struct access *a, cJSON **out);
 
 #endif /* SWD_PROCESSES_H */

@@ -5,7 +5,9 @@
  * pids are 404; SIGTERM exits 0, also while a request waits on a target
  * that cannot answer: new clients are refused, that request gets its 504
  * first, and the daemon is gone within the request's deadline plus a
- * margin.
+ * margin. /api/v1/processes: CPU, thread states, stuck threads, deadlock
+ * and method of processes whose threads are known (a spinner and parked
+ * threads without the agent, a sleep, a deadlocked program under it).
  */
 #include <pthread.h>
 
@@ -159,6 +161,175 @@ static void check_errors(const struct itest_daemon *d, pid_t target)
 	TAP_OK(status == 400, "timeout_ms out of range is 400");
 	cJSON_Delete(j);
 	TAP_OK(itest_alive(target), "the target lives");
+}
+
+/* Starts argv without the agent, in a process group of its own. */
+static pid_t spawn_plain(char *const argv[], int *out, int *in)
+{
+	int o[2], i[2];
+	pid_t pid;
+
+	if (pipe(o) < 0 || pipe(i) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		setpgid(0, 0);
+		dup2(o[1], 1);
+		dup2(i[0], 0);
+		close(o[0]);
+		close(i[1]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(o[1]);
+	close(i[0]);
+	*out = o[0];
+	*in = i[1];
+	return pid;
+}
+
+static void kill_group(pid_t pid)
+{
+	if (pid <= 0)
+		return;
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+/* The entry of pid in a /api/v1/processes answer, or NULL. */
+static cJSON *process_entry(cJSON *doc, pid_t pid)
+{
+	cJSON *p;
+
+	cJSON_ArrayForEach(p, cJSON_GetObjectItem(doc, "processes"))
+	{
+		if (cJSON_GetObjectItem(p, "pid")->valuedouble == pid)
+			return p;
+	}
+	return NULL;
+}
+
+static double num(cJSON *o, const char *key)
+{
+	cJSON *v = cJSON_GetObjectItem(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* The sum of thread_states, and the count of state c in it. */
+static int states_of(cJSON *p, const char *c, int *total)
+{
+	cJSON *st = cJSON_GetObjectItem(p, "thread_states"), *e;
+	int n = 0;
+
+	*total = 0;
+	cJSON_ArrayForEach(e, st)
+	{
+		*total += (int)e->valuedouble;
+		if (strcmp(e->string, c) == 0)
+			n = (int)e->valuedouble;
+	}
+	return cJSON_IsObject(st) ? n : -1;
+}
+
+/*
+ * plain_target 2 without the agent: 2 parked threads, a ticker, a
+ * spinner and main (5, one always R); sleep(1): one thread in S using no
+ * CPU; lock_cxx under the agent: a deadlock, once a dump has sampled it.
+ */
+static void check_processes(const struct itest_daemon *d, pid_t workload)
+{
+	char plain_bin[256], lock_bin[256], path[128];
+	char *plain_argv[] = { plain_bin, (char *)"2", NULL };
+	char *sleep_argv[] = { (char *)"/bin/sleep", (char *)"300", NULL };
+	char *lock_argv[] = { lock_bin, NULL };
+	int pout = -1, pin = -1, sout = -1, sin = -1, lout = -1;
+	int status, total, r;
+	pid_t plain, idle, lock;
+	cJSON *doc, *p;
+
+	snprintf(plain_bin, sizeof(plain_bin), "%s/fixtures/plain_target",
+		 itest_build());
+	snprintf(lock_bin, sizeof(lock_bin), "%s/fixtures/lock_cxx",
+		 itest_build());
+	plain = spawn_plain(plain_argv, &pout, &pin);
+	idle = spawn_plain(sleep_argv, &sout, &sin);
+	lock = itest_spawn(d, lock_argv, &lout);
+	TAP_OK(plain > 0 && itest_wait_line(pout, "ready") && idle > 0 &&
+		       lock > 0 && itest_wait_line(lout, "ready") &&
+		       itest_wait_registered(d, lock, 10000),
+	       "processes: the fixtures are up");
+	/* A dump puts the deadlock into lock_cxx's history. */
+	snprintf(path, sizeof(path), "/api/v1/stacks?pid=%d", (int)lock);
+	cJSON_Delete(itest_get_json(d, path, &status));
+	doc = itest_get_json(d, "/api/v1/processes", &status);
+	TAP_OK(status == 200 && doc, "processes: 200 (%d)", status);
+
+	p = process_entry(doc, plain);
+	r = states_of(p, "R", &total);
+	TAP_OK(p && r >= 1 && states_of(p, "S", &total) >= 3 && total == 5 &&
+		       num(p, "threads") == 5,
+	       "processes: plain_target's 5 threads by state, one spinning "
+	       "(R %d, %d in all)",
+	       r, total);
+	TAP_OK(p && num(p, "cpu_pct") > 10 &&
+		       num(p, "cpu_pct") <= 100 * num(p, "threads"),
+	       "processes: its spinner shows in cpu_pct, since it started "
+	       "(%.1f)",
+	       p ? num(p, "cpu_pct") : -1);
+	TAP_OK(p && strcmp(str(p, "method"), "ptrace") == 0 &&
+		       num(p, "stuck") == 0 &&
+		       cJSON_IsFalse(cJSON_GetObjectItem(p, "deadlock")),
+	       "processes: without the agent, method ptrace, nothing stuck");
+	p = process_entry(doc, idle);
+	TAP_OK(p && states_of(p, "S", &total) == 1 && total == 1 &&
+		       num(p, "cpu_pct") >= 0 && num(p, "cpu_pct") < 5,
+	       "processes: sleep has one thread in S and no CPU (%.1f)",
+	       p ? num(p, "cpu_pct") : -1);
+	p = process_entry(doc, lock);
+	TAP_OK(p && strcmp(str(p, "method"), "agent") == 0 &&
+		       cJSON_IsTrue(cJSON_GetObjectItem(p, "deadlock")) &&
+		       num(p, "stuck") >= 2,
+	       "processes: lock_cxx, under the agent, is deadlocked, its 2 "
+	       "threads stuck (%g)",
+	       p ? num(p, "stuck") : -1);
+	/* Its churn thread starts and joins threads all the time: the
+	 * count of /proc/PID/stat and the states read after may differ. */
+	p = process_entry(doc, workload);
+	r = states_of(p, "S", &total);
+	TAP_OK(p && strcmp(str(p, "method"), "agent") == 0 && r >= 64 &&
+		       states_of(p, "R", &total) >= 1 && total >= 64 + 8 + 5 &&
+		       cJSON_IsFalse(cJSON_GetObjectItem(p, "deadlock")),
+	       "processes: the workload's threads by state, its 64 waiters "
+	       "in S, its spinner in R (S %d, %d in all)",
+	       r, total);
+	cJSON_Delete(doc);
+
+	/* Half a second on: measured since the reading above. */
+	itest_sleep_ms(600);
+	doc = itest_get_json(d, "/api/v1/processes", &status);
+	p = process_entry(doc, plain);
+	TAP_OK(p && num(p, "cpu_pct") > 10,
+	       "processes: cpu_pct since the previous reading (%.1f)",
+	       p ? num(p, "cpu_pct") : -1);
+	p = process_entry(doc, idle);
+	TAP_OK(p && num(p, "cpu_pct") >= 0 && num(p, "cpu_pct") < 5,
+	       "processes: and sleep's still none (%.1f)",
+	       p ? num(p, "cpu_pct") : -1);
+	cJSON_Delete(doc);
+
+	kill_group(plain);
+	kill_group(idle);
+	itest_kill(lock);
+	{
+		int fds[] = { pout, pin, sout, sin, lout };
+
+		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	}
+	TAP_OK(!itest_alive(plain) && !itest_alive(idle) && !itest_alive(lock),
+	       "processes: the fixtures are gone");
 }
 
 static void check_stopped(const struct itest_daemon *d, pid_t pid)
@@ -348,6 +519,7 @@ int main(void)
 	cJSON_Delete(j);
 	check_formats(&d, pid);
 	check_errors(&d, pid);
+	check_processes(&d, pid);
 	check_stopped(&d, pid);
 
 	j = itest_get_json(&d, "/api/v1/stacks", &status);
