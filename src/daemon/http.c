@@ -1145,6 +1145,37 @@ static struct target *target_seen(struct http *h, struct MHD_Connection *c,
 	return t;
 }
 
+/*
+ * The 404 of a diff without a sample that old: says why, and when the
+ * history is still filling, in how many seconds one will be
+ * ("retry_after_s").
+ */
+static enum MHD_Result send_no_sample(struct http *h, struct MHD_Connection *c,
+				      const struct access *acc,
+				      const struct query_diff *q)
+{
+	struct target *t = access_get(h->reg, acc, q->pid);
+	double retry = -1;
+	char why[256];
+	cJSON *doc;
+
+	snprintf(why, sizeof(why), "no sample of pid %d is %g s old",
+		 (int)q->pid, q->since);
+	if (t) {
+		watch_diff_why(h->st, t, q->since, why, sizeof(why), &retry);
+		target_put(t);
+	}
+	doc = cJSON_CreateObject();
+	if (!doc || !cJSON_AddStringToObject(doc, "error", why) ||
+	    !cJSON_AddNumberToObject(doc, "status", MHD_HTTP_NOT_FOUND) ||
+	    (retry >= 0 &&
+	     !cJSON_AddNumberToObject(doc, "retry_after_s", retry))) {
+		cJSON_Delete(doc);
+		return MHD_NO;
+	}
+	return send_json(c, MHD_HTTP_NOT_FOUND, doc);
+}
+
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 				   const struct access *acc)
 {
@@ -1173,13 +1204,8 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 		rc = ACCESS_EHIDDEN;
 	}
 	target_put(t);
-	if (rc == -ENOENT) {
-		snprintf(why, sizeof(why),
-			 "no sample of pid %d is %g s old (see --history and "
-			 "--sample-interval)",
-			 (int)q.pid, q.since);
-		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
-	}
+	if (rc == -ENOENT)
+		return send_no_sample(h, c, acc, &q);
 	if (rc < 0)
 		return send_error(c, status_of(rc), QUERY_JSON,
 				  reason_of(rc, why, sizeof(why), q.pid));
