@@ -416,11 +416,11 @@ out:
 }
 
 void watch_diff_why(struct stacks *s, struct target *t, double since_s,
-		    char *why, size_t size, double *retry_s)
+		    int sample_ms, char *why, size_t size, double *retry_s)
 {
 	struct sdump **list = NULL;
 	struct timespec ts;
-	double oldest_s = 0;
+	double oldest_s = 0, reach_s;
 	uint64_t now;
 	size_t n = 0;
 
@@ -432,33 +432,24 @@ void watch_diff_why(struct stacks *s, struct target *t, double since_s,
 	for (size_t i = 0; i < n; i++)
 		sdump_put(list[i]);
 	free(list);
-	/* Once full, the history reaches back about as far as its samples
-	 * so far, at their rate, would take to fill it. */
-	if (n >= 2 && n < s->history &&
-	    oldest_s * (double)(s->history - 1) / (double)(n - 1) < since_s) {
+	/* Sampled periodically, a full history reaches back its size times
+	 * the interval; sampled by requests alone, its oldest stays until
+	 * the history is full. */
+	reach_s = sample_ms > 0 ? (double)s->history * sample_ms / 1000.0
+				: (n < s->history ? since_s : oldest_s);
+	if (reach_s < since_s) {
 		snprintf(why, size,
-			 "no sample of pid %d is %g s old: at the rate of its "
-			 "samples, the %zu of --history reach back about "
-			 "%.0f s; ask for less, or raise --history or "
-			 "--sample-interval",
-			 (int)t->pid, since_s, s->history,
-			 oldest_s * (double)(s->history - 1) / (double)(n - 1));
+			 "no sample of pid %d is %g s old: the %zu samples of "
+			 "--history reach back about %.0f s; ask for less, or "
+			 "raise --history or --sample-interval",
+			 (int)t->pid, since_s, s->history, reach_s);
 		return;
 	}
-	if (n < s->history) {
-		/* The oldest stays until the history fills up. */
-		*retry_s = (double)(long)(since_s - oldest_s + 0.999);
-		if (*retry_s < 1)
-			*retry_s = 1;
-		snprintf(why, size,
-			 "no sample of pid %d is %g s old yet: the oldest "
-			 "kept is %.1f s old, so one will be in %.0f s",
-			 (int)t->pid, since_s, oldest_s, *retry_s);
-		return;
-	}
+	*retry_s = (double)(long)(since_s - oldest_s + 0.999);
+	if (*retry_s < 1)
+		*retry_s = 1;
 	snprintf(why, size,
-		 "no sample of pid %d is %g s old: the %zu samples kept "
-		 "(--history) reach back %.1f s; ask for less, or raise "
-		 "--history or --sample-interval",
-		 (int)t->pid, since_s, n, oldest_s);
+		 "no sample of pid %d is %g s old yet: the oldest kept is "
+		 "%.1f s old, so one will be in %.0f s",
+		 (int)t->pid, since_s, oldest_s, *retry_s);
 }

@@ -33,11 +33,11 @@ int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
 
 /*
  * Why watch_diff() found no sample of t since_s old, as a sentence into
- * why: when the history is still filling, *retry_s gets the seconds until
- * one will be (its oldest sample is then kept), else -1 (the history
- * never reaches back that far at its size).
+ * why. *retry_s gets the seconds until one will be, or -1 when the
+ * history, sampled every sample_ms (0: only by requests), never reaches
+ * back that far at its size.
  */
 void watch_diff_why(struct stacks *s, struct target *t, double since_s,
-		    char *why, size_t size, double *retry_s);
+		    int sample_ms, char *why, size_t size, double *retry_s);
 
 #endif /* SWD_WATCH_H */
