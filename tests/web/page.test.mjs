@@ -588,7 +588,15 @@ test('the diff view: groups that appeared and vanished, with their stacks; JSON 
   });
   await line(/^ready$/m);
   await waitRegistered([mover.pid]);
-  await getJSON(`/api/v1/stacks?pid=${mover.pid}`); // the sample before: mover in mover_a
+  // The sample before: once every thread is in place (its 64 workers in
+  // one group, the mover in mover_a), which "ready" does not wait for.
+  for (let i = 0; ; i++) {
+    const d = await getJSON(`/api/v1/stacks?pid=${mover.pid}`);
+    const has = (fn, n) => d.groups.some((g) => g.count === n && g.frames.some((f) => f.function === fn));
+    if (has('worker', 64) && has('mover_a', 1)) break;
+    assert.ok(i < 100, 'the fixture settles');
+    await new Promise((r) => setTimeout(r, 100));
+  }
   await new Promise((r) => setTimeout(r, 1200));
   mover.stdin.write('m\n');
   await line(/^moved$/m);
