@@ -1,12 +1,19 @@
 // app.js - the /stacks page of stackwatchd, rendered in the browser.
 //
 // The daemon serves the same index.html for /stacks and /stacks?pid=N; this
-// script reads the view from the location, fetches the same view as JSON
-// from /api/v1/stacks (schema: INTERFACE.md) and builds the page: the list
-// of targets, then per process its header, the groups of identical stacks
-// (largest first) and a flame graph (flame.js). Threads the watchdog flags
-// (/api/v1/stuck) are marked when that endpoint answers; any error there is
-// ignored. Everything comes from the daemon itself: no CDN, works offline.
+// script reads the view from the location and builds the page:
+// - /stacks: the process table (/api/v1/processes), sortable and
+//   filterable; stacks only once a process is opened;
+// - /stacks?pid=N: the process from /api/v1/stacks (schema: INTERFACE.md):
+//   its header, the groups of identical stacks (largest first) or a flame
+//   graph (flame.js), and the Profile view of its history;
+// - /stacks?pid=N&view=diff&since=S: what changed since S seconds ago
+//   (/api/v1/diff), group by group.
+// Threads the watchdog flags (/api/v1/stuck) are marked when that endpoint
+// answers; any error there is ignored. An error the daemon answered the
+// page itself with comes in the page's layout (web.c); this script adds
+// what to do next. Everything comes from the daemon itself: no CDN, works
+// offline.
 //
 // Kept fast for processes with a thousand threads: a group's threads and
 // frames are built only once it is opened, the search text only once
@@ -15,6 +22,9 @@
 import { FlameGraph, frameLabel } from './flame.js';
 
 const REFRESH_MS = 5000;
+// The Profile view's windows: seconds, and how they are offered.
+const PROFILE_WINDOWS = [['30', 'last 30 s'], ['60', 'last minute'], ['300', 'last 5 minutes'],
+  ['900', 'last 15 minutes'], ['86400', 'the whole history']];
 const THREADS_SHOWN = 6; // thread chips per group before "+N more"
 const OPEN_GROUPS = 12; // groups of a process open at first (the largest); the rest closed
 const FIRST_GROUPS = 100; // groups built before the first paint; the rest after it
@@ -25,13 +35,15 @@ const $ = (id) => document.getElementById(id);
 const main = $('main');
 const search = $('search');
 
-// The view: which process, and the stack parameters to pass on.
+// The view: which process, the stack parameters to pass on, and whether
+// it is the diff (with its window in seconds).
 const view = (() => {
   const p = new URLSearchParams(location.search);
   const pid = /^[1-9][0-9]{0,8}$/.test(p.get('pid') || '') ? p.get('pid') : null;
   const pass = {};
   for (const k of ['symbols', 'timeout_ms']) if (p.has(k)) pass[k] = p.get(k);
-  return { pid, pass };
+  const since = /^[0-9]{1,5}(\.[0-9]+)?$/.test(p.get('since') || '') ? p.get('since') : '60';
+  return { pid, pass, diff: Boolean(pid) && p.get('view') === 'diff', since };
 })();
 
 const state = {
@@ -43,7 +55,9 @@ const state = {
   timer: 0,
   gen: 0, // renders so far: building the rest of the groups of an older one stops
   loading: false,
-  procFilter: '', // the process list's filter, kept across refreshes
+  procFilter: '', // the process table's filter, kept across refreshes
+  procSort: { key: 'pid', desc: false }, // and its order
+  pane: 'groups', // the process view shows its groups or its flame graph
 };
 
 // --- small helpers --------------------------------------------------------
@@ -76,6 +90,14 @@ const baseName = (p) => (p ? p.slice(p.lastIndexOf('/') + 1) : '');
 const plural = (n, word, many = `${word}s`) => `${n} ${n === 1 ? word : many}`;
 const ms = (us) => (us / 1000).toFixed(1);
 
+// "45 s", "3 min 20 s", "2 h 5 min".
+function fmtSpan(sec) {
+  const s = Math.floor(sec);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ''}`;
+  return `${Math.floor(s / 3600)} h${Math.floor(s / 60) % 60 ? ` ${Math.floor(s / 60) % 60} min` : ''}`;
+}
+
 function fmtTime(iso) {
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleTimeString();
@@ -86,9 +108,10 @@ function setStatus(text) {
 }
 
 class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, body = null) {
     super(message);
     this.status = status;
+    this.body = body; // the daemon's JSON error, when it sent one
   }
 }
 
@@ -120,7 +143,7 @@ async function getJSON(url) {
   }
   if (!res.ok) {
     const why = body && body.error ? body.error : text.trim() || res.statusText;
-    throw new ApiError(res.status, why);
+    throw new ApiError(res.status, why, body);
   }
   if (!body) throw new ApiError(res.status, 'the daemon answered with something that is not JSON');
   return body;
@@ -203,6 +226,44 @@ function telling(frames) {
 
 const openByDefault = (gv) => gv.i < OPEN_GROUPS;
 
+// A stack as a table: #, function, file:line (plain text: not a link),
+// module; the full path and address on hover.
+function framesTable(frames) {
+  const body = el('tbody');
+  frames.forEach((f, i) => {
+    const where = f.file ? `${baseName(f.file)}${f.line ? `:${f.line}` : ''}` : '';
+    const mod = f.module ? baseName(f.module) : '';
+    body.append(el('tr', { class: f.inlined ? 'frame inlined' : 'frame' },
+      el('td', { class: 'n' }, `#${i}`),
+      el('td', { class: f.function ? 'fn' : 'fn nosym' }, frameLabel(f),
+        f.inlined ? el('span', { class: 'badge inl', title: 'inlined into the next frame' }, 'inlined') : ''),
+      el('td', { class: 'loc', title: f.file ? `${f.file}${f.line ? `:${f.line}` : ''}` : undefined }, where),
+      el('td', { class: 'mod', title: f.module ? `${f.module} +${f.offset} (ip ${f.ip})` : f.ip }, mod)));
+  });
+  if (!frames.length) body.append(el('tr', null, el('td', { colspan: 4 }, '(no frames)')));
+  return el('table', { class: 'frames' }, body);
+}
+
+// "3 S, 1 R": counts by state letter, most first (then by letter).
+function stateCounts(counts) {
+  return Object.entries(counts).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .map(([s, n]) => `${n} ${s}`).join(', ');
+}
+
+// "state: 3 S, 1 R; cpu 12 ms", as jstack would say it: the states of a
+// group's threads and the CPU time they used, user and system together.
+function groupStates(g, byTid) {
+  const counts = {};
+  let cpu = 0;
+  for (const tid of g.tids) {
+    const t = byTid.get(tid) || {};
+    const st = t.state || '?';
+    counts[st] = (counts[st] || 0) + 1;
+    cpu += (t.utime_ms || 0) + (t.stime_ms || 0);
+  }
+  return `state: ${stateCounts(counts)}; cpu ${cpu} ms`;
+}
+
 // Keeps a group open or closed across refreshes where the user chose
 // other than the default.
 function remember(gv, open) {
@@ -263,17 +324,48 @@ class ProcessView {
     this.list = el('div', { class: 'groups' });
     this.buildGroups(FIRST_GROUPS);
     this.none = el('p', { class: 'note nomatch', hidden: true }, 'No group matches the filter.');
-    sec.append(el('h3', null, 'Groups ', el('span', { class: 'muted' },
-      `(${p.groups.length}, largest first)`)), this.list, this.none);
-    const bad = p.threads.filter((t) => t.status !== 'ok').sort((a, b) => a.tid - b.tid);
-    if (bad.length) sec.append(this.notDumped(bad));
+    // The groups, or in their place the flame graph of the same threads:
+    // a tab each, above both, so that neither sits below the other.
+    this.groupsPane = el('div', { class: 'pane groups-pane' }, el('h3', null, 'Groups ',
+      el('span', { class: 'muted' }, `(${p.groups.length}, largest first)`)), this.list, this.none);
     if (p.groups.length) {
       this.flameBox = el('div', { class: 'flame' });
-      sec.append(el('h3', { id: `flame-${p.pid}` }, 'Flame graph ',
-        el('span', { class: 'muted' }, '(all threads; outermost frame on top)')), this.flameBox);
+      this.flamePane = el('div', { class: 'pane flame-pane', id: `flame-${p.pid}` },
+        el('h3', null, 'Flame graph ', el('span', { class: 'muted' },
+          '(all threads; outermost frame on top; a row per frame)')), this.flameBox);
+      sec.append(this.paneTabs(), this.groupsPane, this.flamePane);
+    } else {
+      sec.append(this.groupsPane);
     }
+    this.showPane(state.pane, false);
+    const bad = p.threads.filter((t) => t.status !== 'ok').sort((a, b) => a.tid - b.tid);
+    if (bad.length) sec.append(this.notDumped(bad));
     sec.append(this.profileSection());
     return sec;
+  }
+
+  paneTabs() {
+    const tab = (pane, text) => el('button', { type: 'button', role: 'tab', class: 'pane-tab',
+      dataset: { pane } }, text);
+    this.tabs = el('div', { class: 'pane-tabs', role: 'tablist', 'aria-label': 'How to show the stacks' },
+      tab('groups', `Groups (${this.p.groups.length})`), tab('flame', 'Flame graph'));
+    this.tabs.addEventListener('click', (e) => {
+      const b = e.target.closest('button.pane-tab');
+      if (b) this.showPane(b.dataset.pane, true);
+    });
+    return this.tabs;
+  }
+
+  // Shows the groups or the flame graph (drawn when first shown: it
+  // needs its width).
+  showPane(pane, chosen) {
+    if (!this.flamePane) pane = 'groups';
+    if (chosen) state.pane = pane;
+    this.groupsPane.hidden = pane !== 'groups';
+    if (!this.flamePane) return;
+    this.flamePane.hidden = pane !== 'flame';
+    for (const b of this.tabs.children) b.setAttribute('aria-selected', String(b.dataset.pane === pane));
+    if (pane === 'flame' && this.el.isConnected) this.drawFlame();
   }
 
   // The Profile view: a flame graph of the daemon's samples of this
@@ -288,8 +380,8 @@ class ProcessView {
     const mode = el('select', { class: 'profile-mode', 'aria-label': 'what the profile counts' },
       option('wall', 'wall clock: every thread'), option('cpu', 'CPU: running threads only'));
     const win = el('select', { class: 'profile-window', 'aria-label': 'the window' },
-      option('30', 'last 30 s'), option('60', 'last minute'), option('300', 'last 5 minutes'),
-      option('900', 'last 15 minutes'), option('86400', 'the whole history'));
+      ...PROFILE_WINDOWS.map(([v, text]) => option(v, text)));
+    this.profileWindow = win;
     const diff = el('input', { type: 'checkbox', class: 'profile-diff' });
     mode.value = st.mode;
     win.value = st.window;
@@ -315,7 +407,46 @@ class ProcessView {
       if (det.open) this.loadProfile();
     });
     det.open = st.open;
+    this.offerWindows();
     return det;
+  }
+
+  // Offers only the windows the history covers: "last N" once its oldest
+  // sample is at least N old, and the whole history by its real span
+  // (history_from, history_samples of /api/v1/targets). A daemon that
+  // does not say keeps every window on offer.
+  async offerWindows() {
+    let doc;
+    let now = Date.now() / 1000;
+    try {
+      const res = await fetch('/api/v1/targets', { headers: { Accept: 'application/json' }, cache: 'no-store' });
+      if (!res.ok) return;
+      doc = await res.json();
+      const date = Date.parse(res.headers.get('Date') || '');
+      if (!Number.isNaN(date)) now = date / 1000; // the daemon's clock
+    } catch {
+      return; // nothing to go by: every window stays
+    }
+    const t = (doc.targets || []).find((x) => String(x.pid) === String(this.p.pid));
+    if (!t || !('history_from' in t)) return;
+    const win = this.profileWindow;
+    const st = this.profileState;
+    const span = t.history_from == null ? 0 : Math.max(0, now - t.history_from);
+    const kept = t.history_samples ?? 0;
+    const offered = PROFILE_WINDOWS.filter(([v]) => v !== '86400' && span >= Number(v))
+      .map(([v, text]) => el('option', { value: v }, text));
+    offered.push(el('option', { value: '86400' }, span > 0
+      ? `the whole history (${fmtSpan(span)}, ${plural(kept, 'sample')})`
+      : 'the whole history (no samples yet)'));
+    win.replaceChildren(...offered);
+    win.dataset.span = String(Math.floor(span));
+    if ([...win.options].some((o) => o.value === st.window)) {
+      win.value = st.window;
+    } else {
+      win.value = '86400';
+      st.window = '86400';
+      if (this.profileBox.dataset.loaded) this.loadProfile();
+    }
   }
 
   async loadProfile() {
@@ -395,9 +526,8 @@ class ProcessView {
       a(`/stacks${query({ pid, format: 'text', ...view.pass })}`, 'text'),
       a(`/stacks${query({ pid, format: 'folded', ...view.pass })}`, 'folded',
         'one line per group, for flame graph tools'),
-      a(`/api/v1/diff${query({ pid, since: 60 })}`, 'diff (60 s)',
-        'what changed since the sample of a minute ago'),
-      this.p.groups.length ? a(`#flame-${pid}`, 'flame graph') : '',
+      a(`/stacks${query({ pid, view: 'diff', since: 60 })}`, 'diff (60 s)',
+        'what changed since the sample of a minute ago, group by group'),
       el('button', { type: 'button', class: 'copy-all', dataset: { pid } }, 'Copy all as text'));
   }
 
@@ -427,6 +557,7 @@ class ProcessView {
       el('span', { class: 'count' }, plural(g.count, 'thread')),
       top ? el('span', { class: 'top' }, el('span', { class: 'fn' }, frameLabel(top)),
         top.file ? ` ${baseName(top.file)}${top.line ? `:${top.line}` : ''}` : '') : '',
+      el('span', { class: 'gstate' }, groupStates(g, this.byTid)),
       this.lockBadge(g),
       el('button', { type: 'button', class: 'copy', dataset: { group: gv.i } }, 'Copy')));
     gv.el = d;
@@ -476,19 +607,7 @@ class ProcessView {
     gv.el.append(this.threadLine(gv, false));
     const waits = this.waitLines(gv);
     if (waits) gv.el.append(waits);
-    const body = el('tbody');
-    gv.g.frames.forEach((f, i) => {
-      const where = f.file ? `${baseName(f.file)}${f.line ? `:${f.line}` : ''}` : '';
-      const mod = f.module ? baseName(f.module) : '';
-      body.append(el('tr', { class: f.inlined ? 'frame inlined' : 'frame' },
-        el('td', { class: 'n' }, `#${i}`),
-        el('td', { class: f.function ? 'fn' : 'fn nosym' }, frameLabel(f),
-          f.inlined ? el('span', { class: 'badge inl', title: 'inlined into the next frame' }, 'inlined') : ''),
-        el('td', { class: 'loc', title: f.file ? `${f.file}${f.line ? `:${f.line}` : ''}` : undefined }, where),
-        el('td', { class: 'mod', title: f.module ? `${f.module} +${f.offset} (ip ${f.ip})` : f.ip }, mod)));
-    });
-    if (!gv.g.frames.length) body.append(el('tr', null, el('td', { colspan: 4 }, '(no frames)')));
-    gv.el.append(el('table', { class: 'frames' }, body));
+    gv.el.append(framesTable(gv.g.frames));
   }
 
   // "deadlock" (red) or "waits for a lock" on a group's summary line.
@@ -568,6 +687,7 @@ class ProcessView {
   showThread(tid) {
     const t = this.byTid.get(tid);
     if (!t || t.group == null) return false;
+    this.showPane('groups', true);
     while (this.built <= t.group && this.buildGroups(CHUNK_GROUPS));
     const gv = this.groups.find((x) => x.i === t.group);
     if (!gv || !gv.el) return false;
@@ -580,6 +700,7 @@ class ProcessView {
     for (const x of main.querySelectorAll('.thread.pointed')) x.classList.remove('pointed');
     const chip = gv.el.querySelector(`.thread[data-tid="${tid}"]`);
     if (chip) chip.classList.add('pointed');
+    // Its top below the sticky bar (scroll-margin-top, style.css).
     gv.el.scrollIntoView({ block: 'start' });
     return true;
   }
@@ -594,13 +715,19 @@ class ProcessView {
       el('h3', null, `${plural(bad.length, 'thread')} not dumped`), ul);
   }
 
-  // Draws the flame graph; needs the section in the document (its width).
+  // Draws the flame graph once its pane shows; needs the section in the
+  // document (its width).
   drawFlame() {
-    if (!this.flameBox) return;
+    if (!this.flameBox || this.flamePane.hidden) return;
+    if (this.flame) {
+      if (this.flame.box.clientWidth !== this.flame.width) this.flame.draw();
+      return;
+    }
     this.flame = new FlameGraph(this.p.groups, `${this.p.comm} (${this.p.pid})`);
     this.flame.mount(this.flameBox);
     this.flame.restoreZoom(state.zoom.get(this.p.pid));
     this.flame.draw();
+    this.flame.highlight(this.words.join(' '));
   }
 
   matches(gv) {
@@ -688,25 +815,83 @@ function methodNote(p) {
   return parts.length || p.method === 'ptrace' ? note : '';
 }
 
-// Every process the requester may see (/api/v1/processes), agent or not,
-// with a filter of its own: pid, name, user or command line.
-function processList(list) {
+// --- the process table (/stacks) -----------------------------------------
+
+// The table's columns: heading, what the heading's title explains, the
+// value it sorts by, and whether it sorts largest first at the first click.
+const busyStates = (p) => Object.entries(p.thread_states || {})
+  .reduce((n, [s, k]) => n + (s === 'R' || s === 'D' ? k : 0), 0);
+const PROC_COLUMNS = [
+  { key: 'pid', head: 'pid', num: true, sort: (p) => p.pid },
+  { key: 'user', head: 'user', sort: (p) => p.user || String(p.uid) },
+  { key: 'name', head: 'name', sort: (p) => (p.comm || '').toLowerCase() },
+  { key: 'threads', head: 'threads', num: true, down: true, sort: (p) => p.threads },
+  { key: 'cpu', head: 'CPU %', num: true, down: true, sort: (p) => p.cpu_pct ?? -1,
+    title: 'percent of one core since the daemon last looked (at least 0.5 s before), else since the process started' },
+  { key: 'states', head: 'states', down: true, sort: busyStates,
+    title: 'threads by state: R running, S sleeping, D uninterruptible (disk, NFS), T stopped, Z zombie; sorts by R and D' },
+  { key: 'stuck', head: 'stuck', num: true, down: true, sort: (p) => p.stuck ?? 0,
+    title: 'threads the watchdog flags now' },
+  { key: 'deadlock', head: 'deadlock', down: true, sort: (p) => (p.deadlock ? 1 : 0),
+    title: 'a cycle of lock waits in the newest sample' },
+  { key: 'method', head: 'method', sort: (p) => p.method || (p.agent ? 'agent' : 'ptrace'),
+    title: 'agent: read by the agent loaded in the process; ptrace: without it, each thread paused for microseconds' },
+  { key: 'command', head: 'command', sort: (p) => p.cmdline || '' },
+];
+
+function procCells(p) {
+  const href = `/stacks${query({ pid: p.pid, ...view.pass })}`;
+  const method = p.method || (p.agent ? 'agent' : 'ptrace');
+  const states = p.thread_states ? stateCounts(p.thread_states) + (p.thread_states_partial ? ', …' : '') : '';
+  return [
+    el('td', { class: 'num' }, el('a', { href }, String(p.pid))),
+    el('td', { title: p.user || String(p.uid) }, p.user || String(p.uid)),
+    el('td', { title: p.comm || '' }, el('a', { href }, p.comm || '?')),
+    el('td', { class: 'num' }, String(p.threads)),
+    el('td', { class: 'num cpu' }, p.cpu_pct == null ? '' : p.cpu_pct.toFixed(1)),
+    el('td', { class: 'states', title: states }, states),
+    el('td', { class: p.stuck > 0 ? 'num bad' : 'num' }, p.stuck == null ? '' : String(p.stuck)),
+    el('td', { class: p.deadlock ? 'bad' : '' }, p.deadlock ? 'deadlock' : ''),
+    el('td', null, method === 'agent'
+      ? el('span', { class: 'badge agent', title: 'loads the agent: dumped without stopping anything' }, 'agent')
+      : el('span', { class: 'badge ptrace', title: 'no agent: dumped by a ptrace snapshot, each thread paused for microseconds' }, 'ptrace')),
+    el('td', { class: 'cmd', title: p.cmdline || '' }, el('code', { class: 'muted' }, p.cmdline || '')),
+  ];
+}
+
+// Every process the requester may see (/api/v1/processes), a row each:
+// sorted by a click on a heading (again: the other way), filtered by the
+// box (pid, name, user or command line). A long command line is cut to
+// the width, whole on hover: the table never scrolls sideways.
+function processTable(list) {
   const body = el('tbody');
   const filter = el('input', { type: 'search', class: 'proc-filter', placeholder: 'Find a process: pid, name, user, command line',
     autocomplete: 'off', spellcheck: 'false', 'aria-label': 'Find a process' });
-  const count = el('span', { class: 'muted' });
+  const count = el('span', { class: 'muted count' });
   const rows = list.map((p) => {
-    const row = el('tr', { dataset: { pid: String(p.pid) } },
-      el('td', null, el('a', { href: `/stacks${query({ pid: p.pid, ...view.pass })}` }, String(p.pid))),
-      el('td', null, p.comm || '?', ' ', p.agent ? el('span', { class: 'badge agent', title: 'loads the agent: dumped without stopping anything' }, 'agent')
-        : el('span', { class: 'badge ptrace', title: 'no agent: dumped by a ptrace snapshot, each thread paused for microseconds' }, 'ptrace')),
-      el('td', null, p.user || String(p.uid)),
-      el('td', { class: 'num' }, String(p.threads)),
-      el('td', null, el('code', { class: 'muted' }, p.cmdline || '')));
+    const row = el('tr', { dataset: { pid: String(p.pid) } }, ...procCells(p));
+    row.p = p;
     row.searchText = `${p.pid} ${p.comm} ${p.user} ${p.cmdline}`.toLowerCase();
-    body.append(row);
     return row;
   });
+  const heads = PROC_COLUMNS.map((c) => el('th', { class: c.num ? `c-${c.key} num` : `c-${c.key}`,
+    title: c.title, dataset: { key: c.key } }, el('button', { type: 'button', class: 'sort' }, c.head)));
+  const sortRows = () => {
+    const { key, desc } = state.procSort;
+    const col = PROC_COLUMNS.find((c) => c.key === key) || PROC_COLUMNS[0];
+    const dir = desc ? -1 : 1;
+    rows.sort((a, b) => {
+      const x = col.sort(a.p);
+      const y = col.sort(b.p);
+      return (x < y ? -dir : x > y ? dir : 0) || a.p.pid - b.p.pid;
+    });
+    for (const th of heads) {
+      const on = th.dataset.key === col.key;
+      if (on) th.setAttribute('aria-sort', desc ? 'descending' : 'ascending');
+      else th.removeAttribute('aria-sort');
+    }
+    body.replaceChildren(...rows);
+  };
   const apply = () => {
     const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
     let shown = 0;
@@ -716,19 +901,32 @@ function processList(list) {
     }
     count.textContent = words.length ? ` ${shown} shown` : '';
   };
+  const head = el('tr', null, ...heads);
+  head.addEventListener('click', (e) => {
+    const th = e.target.closest('th');
+    if (!th) return;
+    const col = PROC_COLUMNS.find((c) => c.key === th.dataset.key);
+    const s = state.procSort;
+    state.procSort = s.key === col.key ? { key: col.key, desc: !s.desc } : { key: col.key, desc: Boolean(col.down) };
+    sortRows();
+  });
   filter.value = state.procFilter;
   filter.addEventListener('input', () => {
     state.procFilter = filter.value;
     apply();
   });
+  const cols = el('colgroup', null, ...PROC_COLUMNS.map((c) => el('col', { class: `c-${c.key}` })));
   const sec = el('section', { class: 'processes' },
     el('h2', null, plural(list.length, 'process', 'processes'), ' ',
       el('span', { class: 'muted' }, 'you may see on this host'), count),
-    filter,
-    el('table', { class: 'list' },
-      el('thead', null, el('tr', null, ...['pid', 'name', 'user', 'threads', 'command']
-        .map((h) => el('th', null, h)))), body));
+    el('div', { class: 'proc-tools' }, filter, el('span', { class: 'links' },
+      el('a', { href: `/stacks${query({ format: 'text', ...view.pass })}` }, 'every agent target as text'),
+      el('a', { href: '/api/v1/processes' }, 'JSON'),
+      el('a', { href: '/api/v1/targets' }, 'targets'))),
+    el('table', { class: 'list procs' }, cols, el('thead', null, head), body));
+  sortRows();
   apply();
+  if (!list.length) sec.append(el('p', { class: 'note' }, 'No process you may see. Run one as your own user, or ask as root.'));
   return sec;
 }
 
@@ -750,67 +948,141 @@ async function showReadMethods() {
     "by the agent's signal, which cuts some sleeping calls short, or by a ptrace stop."));
 }
 
-async function showProcesses() {
-  if (view.pid) return;
-  let doc;
-  try {
-    doc = await getJSON('/api/v1/processes');
-  } catch {
-    return; // an older daemon, or it failed: the targets are shown anyway
+// --- the diff (/stacks?pid=N&view=diff&since=S) --------------------------
+
+const DIFF_WINDOWS = [['10', '10 s'], ['60', '1 min'], ['300', '5 min'], ['900', '15 min']];
+
+// One group of the diff: how its count went, its threads and its stack.
+function diffGroup(g) {
+  const d = g.after - g.before;
+  const top = g.frames.length ? telling(g.frames) : null;
+  const names = (g.threads || []).map((t) => `${t.name || '?'} (${t.tid})`);
+  const shown = names.slice(0, 20).join(', ') + (names.length > 20 ? `, … +${names.length - 20} more` : '');
+  return el('details', { class: 'group diff-group', open: true, dataset: { before: g.before, after: g.after } },
+    el('summary', null,
+      el('span', { class: d > 0 ? 'badge grew' : 'badge shrank' }, d > 0 ? `+${d}` : `−${-d}`),
+      el('span', { class: 'count' }, `${g.before} → ${plural(g.after, 'thread')}`),
+      top ? el('span', { class: 'top' }, el('span', { class: 'fn' }, frameLabel(top)),
+        top.file ? ` ${baseName(top.file)}${top.line ? `:${top.line}` : ''}` : '') : ''),
+    el('div', { class: 'threads' }, g.after ? 'now: ' : 'then: ', el('span', { class: 'names' }, shown)),
+    framesTable(g.frames));
+}
+
+function diffPart(title, groups, cls) {
+  if (!groups.length) return '';
+  return el('div', { class: `diff-part ${cls}` }, el('h3', null, `${title} `,
+    el('span', { class: 'muted' }, `(${groups.length})`)), ...groups.map(diffGroup));
+}
+
+// Without "groups" (a daemon that does not send them): the threads.
+function diffThreads(doc) {
+  const line = (t) => el('li', null, el('span', { class: 'thread' }, `${t.name || '?'} (${t.tid})`));
+  const part = (title, list) => (list && list.length ? el('div', { class: 'diff-part' },
+    el('h3', null, `${title} (${list.length})`), el('ul', null, ...list.map(line))) : '');
+  return [part('Threads whose stack changed', doc.changed), part('Threads that appeared', doc.appeared),
+    part('Threads that are gone', doc.gone)];
+}
+
+function diffLinks(pid) {
+  const a = (href, text, title) => el('a', { href, title }, text);
+  const wins = DIFF_WINDOWS.map(([v, text]) => (v === view.since ? el('strong', null, text)
+    : a(`/stacks${query({ pid, view: 'diff', since: v })}`, text)));
+  return el('p', { class: 'links' },
+    a(`/stacks${query({ pid, ...view.pass })}`, 'the stacks now'),
+    el('span', null, 'since: ', ...wins.flatMap((w, i) => (i ? [' · ', w] : [w]))),
+    a(`/api/v1/diff${query({ pid, since: view.since })}`, 'JSON', 'the diff as the API answers it'));
+}
+
+function renderDiff(doc) {
+  const t0 = performance.now();
+  const groups = doc.groups || null;
+  const sec = el('section', { class: 'proc diff', id: `pid-${doc.pid}`, dataset: { pid: doc.pid } },
+    el('header', { class: 'proc-head' },
+      el('h2', null, `What changed in pid ${doc.pid} `, el('span', { class: 'pid' }, `in the last ${fmtSpan(Number(view.since))}`)),
+      el('p', { class: 'note' }, `The sample of ${fmtTime(doc.from)} against a dump taken now (${fmtTime(doc.to)}).`),
+      el('dl', { class: 'facts' }, ...[['unchanged', doc.unchanged], ['changed', (doc.changed || []).length],
+        ['appeared', (doc.appeared || []).length], ['gone', (doc.gone || []).length]]
+        .map(([k, v]) => el('div', null, el('dt', null, `${k} (threads)`), el('dd', null, String(v)))))),
+    diffLinks(doc.pid));
+  if (groups) {
+    sec.append(diffPart('Groups that appeared', groups.filter((g) => !g.before), 'appeared'),
+      diffPart('Groups that vanished', groups.filter((g) => !g.after), 'vanished'),
+      diffPart('Groups whose count changed', groups.filter((g) => g.before && g.after), 'changed'));
+  } else {
+    sec.append(...diffThreads(doc));
   }
-  const old = main.querySelector('section.processes');
-  const sec = processList(doc.processes || []);
-  const targets = main.querySelector('section.targets');
-  if (old) old.replaceWith(sec);
-  else if (targets) targets.after(sec);
-  else main.prepend(sec);
+  const moved = groups ? groups.length : (doc.changed || []).length + (doc.appeared || []).length + (doc.gone || []).length;
+  if (!moved) sec.append(el('p', { class: 'note nochange' }, `Nothing changed: every thread has the stack it had then.`));
+  main.replaceChildren(sec);
+  return performance.now() - t0;
+}
+
+// No sample that old yet: what the daemon says, and a new try once one
+// will be there (when that is soon enough to wait for).
+function diffWait(err) {
+  const retry = err.body && err.body.retry_after_s;
+  const box = el('div', { class: 'note diff-wait', role: 'status' },
+    el('p', null, `${err.message}.`),
+    retry != null && retry <= 600 ? el('p', null, `This view asks again in ${fmtSpan(retry)}.`) : '',
+    diffLinks(view.pid));
+  if (retry != null && retry <= 600) {
+    clearTimeout(state.timer);
+    state.timer = setTimeout(load, retry * 1000 + 200);
+  }
+  return box;
 }
 
 // --- the page -------------------------------------------------------------
 
-function targetTable(procs) {
-  const body = el('tbody');
-  for (const p of procs) {
-    const link = el('a', { href: `/stacks${query({ pid: p.pid, ...view.pass })}` }, String(p.pid));
-    if (p.error) {
-      body.append(el('tr', { class: 'failed' }, el('td', null, link),
-        el('td', { colspan: 4 }, el('span', { class: 'badge warn' }, String(p.status || 'error')),
-          ` ${p.error}`)));
-      continue;
-    }
-    const big = p.groups[0];
-    const top = big && big.frames.length ? telling(big.frames) : null;
-    body.append(el('tr', null, el('td', null, link),
-      el('td', null, el('a', { href: `#pid-${p.pid}` }, p.comm), ' ',
-        el('code', { class: 'muted' }, p.cmdline || '')),
-      el('td', { class: 'num' }, String(p.threads_total)),
-      el('td', { class: 'num' }, String(p.groups.length)),
-      el('td', null, big ? `${big.count} × ${top ? frameLabel(top) : '(no frames)'}` : '')));
+// What to do next, by the status of an error.
+function hintFor(status) {
+  switch (status) {
+    case 0: return 'Is the daemon running? Check it (systemctl status stackwatchd), then reload this page.';
+    case 400: return 'The address has a parameter the daemon cannot use: open the process from the process table instead.';
+    case 401: return 'This daemon wants its token (Authorization: Bearer): use the CLI or curl with it.';
+    case 403: return 'Open the page at the daemon\'s own address, not from another site (a name other than an IP address or localhost must be allowed with --allow-host).';
+    case 404: return 'The process may have exited, or you may not see it: you see the processes you could trace yourself '
+      + '(your own user, dumpable), and all of them as root, in the admin group or with the token. Pick one from the process table.';
+    case 409: return 'Detach the debugger, or wait until it is done, then reload.';
+    case 422: return 'A zombie or a kernel thread has no stacks of its own: pick another process from the process table.';
+    case 429:
+    case 503: return 'The daemon is busy with other requests: wait a little, then reload.';
+    case 504: return 'The process did not answer in time: reload to try again, or add &timeout_ms=5000 to the address to wait longer.';
+    default: return status >= 500 ? 'The daemon\'s log says why (journalctl -u stackwatchd); reload to try again.'
+      : 'Go back to the process table and try again.';
   }
-  return el('section', { class: 'targets' },
-    el('h2', null, plural(procs.length, 'process', 'processes'), ' ',
-      el('span', { class: 'muted' }, 'registered with this daemon')),
-    el('table', { class: 'list' },
-      el('thead', null, el('tr', null, ...['pid', 'command', 'threads', 'groups', 'largest group']
-        .map((h) => el('th', null, h)))), body),
-    el('p', { class: 'links' },
-      el('a', { href: `/api/v1/stacks${query({ format: 'json', ...view.pass })}` }, 'JSON'),
-      el('a', { href: `/stacks${query({ format: 'text', ...view.pass })}` }, 'text'),
-      el('a', { href: `/stacks${query({ format: 'folded', ...view.pass })}` }, 'folded'),
-      el('a', { href: '/api/v1/targets' }, 'targets')));
 }
 
-function errorBox(err) {
+function errorBox(err, what) {
   const api = err instanceof ApiError;
-  const status = api && err.status ? `${err.status}: ` : '';
-  return el('div', { class: 'error', role: 'alert' },
-    el('strong', null, api ? 'Could not get the stacks' : 'The page failed to show the stacks'),
-    el('p', null, `${status}${err.message}`),
-    view.pid ? el('p', null, el('a', { href: '/stacks' }, 'All processes')) : '');
+  const status = api ? err.status : 0;
+  return el('div', { class: 'error', role: 'alert', dataset: { status } },
+    el('strong', null, api ? `Could not get ${what}` : `The page failed to show ${what}`),
+    el('p', { class: 'why' }, `${status ? `${status}: ` : ''}${err.message}`),
+    api ? el('p', { class: 'hint' }, hintFor(status)) : '',
+    el('p', { class: 'back' }, el('a', { href: '/stacks' }, 'Back to the process table')));
+}
+
+// An error the daemon answered the page itself with, in the page's
+// layout (web.c): the same hint as for the API's errors.
+function servedError(box) {
+  const status = Number(box.dataset.status) || 0;
+  box.querySelector('.back').before(el('p', { class: 'hint' }, hintFor(status)));
+  $('crumbs').replaceChildren(el('a', { href: '/stacks' }, 'all processes'), ' / error');
+  document.title = `stackwatch: error ${status}`;
+  for (const id of ['search', 'expand', 'collapse', 'reload']) $(id).hidden = true;
+  $('autorefresh').parentElement.hidden = true;
+  document.body.dataset.error = status;
 }
 
 function crumbs(procs) {
   const nav = $('crumbs');
+  if (view.diff) {
+    nav.replaceChildren(el('a', { href: '/stacks' }, 'all processes'), ' / ',
+      el('a', { href: `/stacks${query({ pid: view.pid, ...view.pass })}` }, `pid ${view.pid}`), ' / diff');
+    document.title = `stackwatch: diff of pid ${view.pid}`;
+    return;
+  }
   if (!view.pid) {
     nav.replaceChildren('all processes');
     document.title = 'stackwatch';
@@ -846,7 +1118,6 @@ function render(doc) {
   for (const v of state.views) if (v.flame) state.zoom.set(v.p.pid, v.flame.zoomPath());
   const procs = doc.processes || [doc];
   const frag = document.createDocumentFragment();
-  if (!view.pid) frag.append(targetTable(procs));
   state.views = [];
   for (const p of procs) {
     if (p.error) continue;
@@ -854,14 +1125,9 @@ function render(doc) {
     state.views.push(v);
     frag.append(v.el);
   }
-  if (!procs.length) {
-    frag.append(el('p', { class: 'note' }, 'No process is registered. Start one with ',
-      el('code', null, 'stackwatch run -- COMMAND'), ' or with ',
-      el('code', null, 'LD_PRELOAD=libstackwatch-agent.so'), '.'));
-  }
   main.replaceChildren(frag);
   crumbs(procs);
-  for (const v of state.views) v.drawFlame();
+  for (const v of state.views) v.showPane(state.pane, false);
   applySearch();
   applyStuck();
   void main.offsetHeight; // style and layout count too
@@ -905,34 +1171,74 @@ async function fetchStuck() {
   }
 }
 
+// Says when a view without groups to build is on the screen (the
+// group view's render() says it itself).
+function rendered(t0) {
+  const took = performance.now() - t0;
+  document.body.dataset.renderMs = took.toFixed(1);
+  delete document.body.dataset.paintMs;
+  requestAnimationFrame(() => setTimeout(() => {
+    document.body.dataset.paintMs = (performance.now() - t0).toFixed(1);
+    document.body.dataset.completeMs = document.body.dataset.paintMs;
+  }, 0));
+  return took;
+}
+
+function renderTable(doc) {
+  const t0 = performance.now();
+  state.views = [];
+  main.replaceChildren(processTable(doc.processes || []));
+  crumbs(null);
+  return rendered(t0);
+}
+
+// Fetches the view's data and renders it; returns the render's time.
+async function fetchView() {
+  if (view.diff) {
+    const doc = await getJSON(`/api/v1/diff${query({ pid: view.pid, since: view.since })}`);
+    const t0 = performance.now();
+    renderDiff(doc);
+    crumbs(null);
+    return rendered(t0);
+  }
+  if (!view.pid) return renderTable(await getJSON('/api/v1/processes'));
+  return render(await getJSON(`/api/v1/stacks${query({ pid: view.pid, ...view.pass })}`));
+}
+
 async function load() {
   if (state.loading) return;
   state.loading = true;
   clearTimeout(state.timer);
   document.body.classList.add('loading');
   const t0 = performance.now();
-  const stuck = fetchStuck();
+  const stuck = view.pid && !view.diff ? fetchStuck() : null;
+  let waiting = false;
   try {
-    const doc = await getJSON(`/api/v1/stacks${query({ pid: view.pid, ...view.pass })}`);
-    const fetched = performance.now() - t0;
-    const took = render(doc);
+    const took = await fetchView();
+    const fetched = performance.now() - t0 - took;
     setStatus(`Fetched in ${fetched.toFixed(0)} ms, rendered in ${took.toFixed(0)} ms, ` +
       `at ${new Date().toLocaleTimeString()}.`);
     delete document.body.dataset.error;
   } catch (err) {
     if (!(err instanceof ApiError)) console.error(err); // a bug of ours
-    main.replaceChildren(errorBox(err));
     state.views = [];
     crumbs(null);
-    document.body.dataset.error = err.status || 0;
     setStatus('');
+    if (view.diff && err.status === 404 && err.body && /^no sample/.test(err.message)) {
+      main.replaceChildren(diffWait(err));
+      waiting = true;
+      rendered(performance.now());
+    } else {
+      const what = view.diff ? 'the diff' : view.pid ? 'the stacks' : 'the process list';
+      main.replaceChildren(errorBox(err, what));
+      document.body.dataset.error = err.status || 0;
+    }
   } finally {
     state.loading = false;
     document.body.classList.remove('loading');
     document.body.dataset.loads = (+document.body.dataset.loads || 0) + 1;
-    schedule();
+    if (!waiting) schedule();
   }
-  await showProcesses();
   await showReadMethods();
   const m = await stuck;
   if (m) {
@@ -1020,4 +1326,15 @@ window.addEventListener('resize', () => {
   });
 });
 
-load();
+// Tells the bar's height to the style: what is scrolled to stops below it.
+function barHeight() {
+  document.documentElement.style.setProperty('--bar-h', `${document.querySelector('.bar').offsetHeight}px`);
+}
+barHeight();
+window.addEventListener('resize', barHeight);
+
+// The filter and expand/collapse are for a process's groups.
+for (const id of ['search', 'expand', 'collapse']) $(id).hidden = !view.pid || view.diff;
+const served = main.querySelector('.error[data-status]');
+if (served) servedError(served);
+else load();

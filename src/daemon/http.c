@@ -84,6 +84,7 @@ struct http {
 	struct stacks *st;
 	struct scheduler *sched;  /* NULL: no periodic sampling */
 	int timeout_ms;		  /* default per dump */
+	int sample_ms;		  /* --sample-interval; 0: none */
 	char *token;		  /* required bearer token, NULL: none */
 	char *const *allow_hosts; /* extra Host names (the options') */
 	int nallow_hosts;
@@ -308,26 +309,33 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 	return send_json_partial(c, status, doc, 0);
 }
 
-static void html_escape(struct buf *b, const char *s)
+/*
+ * An error in the page's own layout (web.h), with the page's CSP: the
+ * same status, the reason, a link back; the page's script says what to
+ * do next.
+ */
+static enum MHD_Result send_error_page(struct MHD_Connection *c,
+				       unsigned status, const char *why)
 {
-	for (; *s; s++) {
-		switch (*s) {
-		case '<':
-			buf_adds(b, "&lt;");
-			break;
-		case '>':
-			buf_adds(b, "&gt;");
-			break;
-		case '&':
-			buf_adds(b, "&amp;");
-			break;
-		case '"':
-			buf_adds(b, "&quot;");
-			break;
-		default:
-			buf_add(b, s, 1);
-		}
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+	char *body;
+
+	if (web_error_page(status, why, &body) < 0)
+		return MHD_NO;
+	r = MHD_create_response_from_buffer(strlen(body), body,
+					    MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
 	}
+	MHD_add_response_header(r, "Content-Type", content_types[QUERY_HTML]);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Content-Security-Policy", HTTP_PAGE_CSP);
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
@@ -346,15 +354,10 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
 		}
 		return send_json(c, status, doc);
 	}
+	if (fmt == QUERY_HTML)
+		return send_error_page(c, status, why);
 	buf_init(&b, 1 << 16);
-	if (fmt == QUERY_HTML) {
-		buf_adds(&b, "<!doctype html><meta charset=utf-8>"
-			     "<title>stackwatch: error</title><p>");
-		html_escape(&b, why);
-		buf_adds(&b, "</p>\n");
-	} else {
-		buf_addf(&b, "error: %s\n", why);
-	}
+	buf_addf(&b, "error: %s\n", why);
 	if (buf_detach(&b, &body) < 0) {
 		buf_release(&b);
 		return MHD_NO;
@@ -1185,6 +1188,38 @@ static struct target *target_seen(struct http *h, struct MHD_Connection *c,
 	return t;
 }
 
+/*
+ * The 404 of a diff without a sample that old: says why, and when the
+ * history is still filling, in how many seconds one will be
+ * ("retry_after_s").
+ */
+static enum MHD_Result send_no_sample(struct http *h, struct MHD_Connection *c,
+				      const struct access *acc,
+				      const struct query_diff *q)
+{
+	struct target *t = access_get(h->reg, acc, q->pid);
+	double retry = -1;
+	char why[256];
+	cJSON *doc;
+
+	snprintf(why, sizeof(why), "no sample of pid %d is %g s old",
+		 (int)q->pid, q->since);
+	if (t) {
+		watch_diff_why(h->st, t, q->since, h->sample_ms, why,
+			       sizeof(why), &retry);
+		target_put(t);
+	}
+	doc = cJSON_CreateObject();
+	if (!doc || !cJSON_AddStringToObject(doc, "error", why) ||
+	    !cJSON_AddNumberToObject(doc, "status", MHD_HTTP_NOT_FOUND) ||
+	    (retry >= 0 &&
+	     !cJSON_AddNumberToObject(doc, "retry_after_s", retry))) {
+		cJSON_Delete(doc);
+		return MHD_NO;
+	}
+	return send_json(c, MHD_HTTP_NOT_FOUND, doc);
+}
+
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 				   const struct access *acc)
 {
@@ -1213,13 +1248,8 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 		rc = ACCESS_EHIDDEN;
 	}
 	target_put(t);
-	if (rc == -ENOENT) {
-		snprintf(why, sizeof(why),
-			 "no sample of pid %d is %g s old (see --history and "
-			 "--sample-interval)",
-			 (int)q.pid, q.since);
-		return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
-	}
+	if (rc == -ENOENT)
+		return send_no_sample(h, c, acc, &q);
 	if (rc < 0)
 		return send_error(c, status_of(rc), QUERY_JSON,
 				  reason_of(rc, why, sizeof(why), q.pid));
@@ -1499,6 +1529,16 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 	return ret;
 }
 
+/* A browser's navigation: text/html is asked for, JSON is not. */
+static bool wants_html(struct MHD_Connection *c)
+{
+	const char *accept =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+
+	return accept && strstr(accept, "text/html") &&
+	       !strstr(accept, "application/json");
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 			      const char *url, const char *method,
 			      const char *version, const char *upload,
@@ -1576,7 +1616,9 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	if (strcmp(url, "/debug/pprof/profile") == 0 ||
 	    strcmp(url, "/debug/fgprof") == 0)
 		return handle_pprof_profile(h, c, &acc);
-	return send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON,
+	/* A person who typed a wrong address gets the page's layout. */
+	return send_error(c, MHD_HTTP_NOT_FOUND,
+			  wants_html(c) ? QUERY_HTML : QUERY_JSON,
 			  "no such endpoint");
 }
 
@@ -1768,6 +1810,7 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	h->st = st;
 	h->sched = sched;
 	h->timeout_ms = o->timeout_ms;
+	h->sample_ms = o->sample_interval_ms;
 	h->allow_hosts = o->allow_hosts;
 	h->nallow_hosts = o->nallow_hosts;
 	rc = admin_gid_of(o, &h->admin_gid);

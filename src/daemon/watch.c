@@ -300,11 +300,77 @@ static size_t compare(const struct sw_dump *a, const struct sw_dump *b,
 	return same;
 }
 
+/* {"before", "after", "frames", "threads": [{"tid", "name"}]}. */
+static cJSON *group_change(const struct sw_dump *d, size_t g, size_t before,
+			   size_t after)
+{
+	cJSON *o = cJSON_CreateObject(), *threads;
+
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "before", (double)before);
+	cJSON_AddNumberToObject(o, "after", (double)after);
+	cJSON_AddItemToObject(
+		o, "frames",
+		render_json_frames(d, &d->threads[d->groups[g].rep]));
+	threads = cJSON_AddArrayToObject(o, "threads");
+	for (size_t i = 0; threads && i < d->nthreads; i++)
+		if (d->threads[i].status == SW_ST_OK &&
+		    d->threads[i].group == (int)g)
+			cJSON_AddItemToArray(threads, who(d, i));
+	return o;
+}
+
+/*
+ * The groups of identical stacks whose count differs between sample a
+ * and b, into arr: those b has (the frames and threads of b; before 0
+ * for a group that appeared), then those only a had (after 0). Stacks
+ * compare by the rule of stacks_same_thread_stack(). false, and arr left
+ * as it is, past DIFF_GROUP_PAIRS comparisons: a dump of thousands of
+ * different stacks on each side is not compared group by group.
+ */
+#define DIFF_GROUP_PAIRS ((size_t)1 << 22)
+static bool diff_groups(const struct sw_dump *a, const struct sw_dump *b,
+			cJSON *arr)
+{
+	bool *matched;
+
+	if (a->ngroups && b->ngroups > DIFF_GROUP_PAIRS / a->ngroups)
+		return false;
+	matched = calloc(a->ngroups ? a->ngroups : 1, sizeof(*matched));
+	if (!matched)
+		return false;
+	for (size_t j = 0; j < b->ngroups; j++) {
+		const struct sw_thread *y = &b->threads[b->groups[j].rep];
+		size_t before = 0;
+
+		for (size_t i = 0; i < a->ngroups; i++) {
+			if (matched[i] ||
+			    !stacks_same_thread_stack(
+				    a, &a->threads[a->groups[i].rep], b, y))
+				continue;
+			matched[i] = true;
+			before = a->groups[i].count;
+			break;
+		}
+		if (before != b->groups[j].count)
+			cJSON_AddItemToArray(
+				arr,
+				group_change(b, j, before, b->groups[j].count));
+	}
+	for (size_t i = 0; i < a->ngroups; i++)
+		if (!matched[i])
+			cJSON_AddItemToArray(
+				arr, group_change(a, i, a->groups[i].count, 0));
+	free(matched);
+	return true;
+}
+
 int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
 	       double since_s, int timeout_ms, cJSON **out)
 {
 	struct sdump *now = NULL, *before;
-	cJSON *doc, *changed, *appeared, *gone;
+	cJSON *doc, *changed, *appeared, *gone, *groups;
 	char from[40], to[40];
 	size_t same;
 	int rc;
@@ -337,9 +403,53 @@ int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
 	}
 	same = compare(before->d, now->d, changed, appeared, gone);
 	cJSON_AddNumberToObject(doc, "unchanged", (double)same);
+	groups = cJSON_CreateArray();
+	if (groups && diff_groups(before->d, now->d, groups))
+		cJSON_AddItemToObject(doc, "groups", groups);
+	else
+		cJSON_Delete(groups);
 	*out = doc;
 out:
 	sdump_put(before);
 	sdump_put(now);
 	return rc;
+}
+
+void watch_diff_why(struct stacks *s, struct target *t, double since_s,
+		    int sample_ms, char *why, size_t size, double *retry_s)
+{
+	struct sdump **list = NULL;
+	struct timespec ts;
+	double oldest_s = 0, reach_s;
+	uint64_t now;
+	size_t n = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	*retry_s = -1;
+	if (stacks_history(t, 0, now, &list, &n) == 0 && n)
+		oldest_s = (double)(now - list[0]->mono_ns) / 1e9;
+	for (size_t i = 0; i < n; i++)
+		sdump_put(list[i]);
+	free(list);
+	/* Sampled periodically, a full history reaches back its size times
+	 * the interval; sampled by requests alone, its oldest stays until
+	 * the history is full. */
+	reach_s = sample_ms > 0 ? (double)s->history * sample_ms / 1000.0
+				: (n < s->history ? since_s : oldest_s);
+	if (reach_s < since_s) {
+		snprintf(why, size,
+			 "no sample of pid %d is %g s old: the %zu samples of "
+			 "--history reach back about %.0f s; ask for less, or "
+			 "raise --history or --sample-interval",
+			 (int)t->pid, since_s, s->history, reach_s);
+		return;
+	}
+	*retry_s = (double)(long)(since_s - oldest_s + 0.999);
+	if (*retry_s < 1)
+		*retry_s = 1;
+	snprintf(why, size,
+		 "no sample of pid %d is %g s old yet: the oldest kept is "
+		 "%.1f s old, so one will be in %.0f s",
+		 (int)t->pid, since_s, oldest_s, *retry_s);
 }

@@ -24,10 +24,20 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 
 /*
  * The diff of t between the sample at least since_s old and a current
- * dump (stacks_get for who with timeout_ms). Returns 0, -ENOENT when no
- * sample is that old, or the dump's error.
+ * dump (stacks_get for who with timeout_ms), with "groups": the groups
+ * whose count changed. Returns 0, -ENOENT when no sample is that old,
+ * or the dump's error.
  */
 int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
 	       double since_s, int timeout_ms, cJSON **out);
+
+/*
+ * Why watch_diff() found no sample of t since_s old, as a sentence into
+ * why. *retry_s gets the seconds until one will be, or -1 when the
+ * history, sampled every sample_ms (0: only by requests), never reaches
+ * back that far at its size.
+ */
+void watch_diff_why(struct stacks *s, struct target *t, double since_s,
+		    int sample_ms, char *why, size_t size, double *retry_s);
 
 #endif /* SWD_WATCH_H */

@@ -29,4 +29,12 @@ extern const size_t web_nassets;
  */
 const struct web_asset *web_asset_find(const char *name);
 
+/*
+ * The page's shell (index.html) with an error in place of its content:
+ * a title for status, why (HTML-escaped), and a link back to the process
+ * table; the page's script adds what to do next. *out is malloc'd (the
+ * caller frees it). 0, -ENOMEM, or -ENOENT when the shell has no <main>.
+ */
+int web_error_page(unsigned status, const char *why, char **out);
+
 #endif

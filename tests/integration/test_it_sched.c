@@ -434,6 +434,37 @@ static void test_watchdog(void)
 	itest_daemon_cleanup(&d);
 }
 
+/*
+ * Whether diff has a group whose frames pass function, counted before
+ * and after, whose only thread is the mover.
+ */
+static bool group_changed(cJSON *diff, const char *function, int before,
+			  int after)
+{
+	cJSON *g;
+
+	cJSON_ArrayForEach(g, cJSON_GetObjectItem(diff, "groups"))
+	{
+		char *frames = cJSON_PrintUnformatted(
+			cJSON_GetObjectItem(g, "frames"));
+		cJSON *th = cJSON_GetObjectItem(g, "threads");
+		cJSON *name =
+			cJSON_GetObjectItem(cJSON_GetArrayItem(th, 0), "name");
+		bool hit =
+			frames && strstr(frames, function) &&
+			cJSON_GetObjectItem(g, "before")->valuedouble ==
+				before &&
+			cJSON_GetObjectItem(g, "after")->valuedouble == after &&
+			cJSON_GetArraySize(th) == 1 && cJSON_IsString(name) &&
+			strcmp(name->valuestring, "mover") == 0;
+
+		free(frames);
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
 static void test_diff(void)
 {
 	const char *args[] = { "--sample-interval", "100", NULL };
@@ -478,11 +509,28 @@ static void test_diff(void)
 	TAP_OK(cJSON_GetObjectItem(j, "unchanged") &&
 		       cJSON_GetObjectItem(j, "unchanged")->valuedouble >= 64,
 	       "diff: the waiters are unchanged");
+	TAP_OK(group_changed(j, "mover_a", 1, 0) &&
+		       group_changed(j, "mover_b", 0, 1),
+	       "diff: by group, mover_a's vanished (1 to 0) and mover_b's "
+	       "appeared (0 to 1), with their frames and thread");
 	cJSON_Delete(j);
 	snprintf(path, sizeof(path), "/api/v1/diff?pid=%d&since=3600",
 		 (int)pid);
 	j = itest_get_json(&d, path, &status);
-	TAP_OK(status == 404, "diff: no sample an hour old is 404");
+	{
+		cJSON *e = cJSON_GetObjectItem(j, "error");
+		cJSON *r = cJSON_GetObjectItem(j, "retry_after_s");
+		const char *why = cJSON_IsString(e) ? e->valuestring : "";
+
+		/* Filling: when one will be; full: that it never will. */
+		TAP_OK(status == 404 && strstr(why, "no sample of pid") &&
+			       ((cJSON_IsNumber(r) && r->valuedouble > 3500 &&
+				 strstr(why, "so one will be in")) ||
+				(!r && strstr(why, "--history"))),
+		       "diff: no sample an hour old is 404, saying when one "
+		       "will be (%s)",
+		       why);
+	}
 	cJSON_Delete(j);
 	itest_kill(pid);
 	close(out);

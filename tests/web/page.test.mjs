@@ -5,13 +5,15 @@
 //   BUILD=build node --test-reporter=tap tests/web/page.test.mjs
 //
 // Starts build/stackwatchd on 127.0.0.1:0, the workload fixture (64 waiters)
-// and a 1000-thread one, then checks what a person sees: the list, one
-// process with its groups and frames, the search box, expand/collapse,
-// copy, the flame graph, the format links, the stuck-thread hook, API
-// errors, auto-refresh, dark mode, the note of a refused perf map
-// (--max-jit-mib 1); and measures the render time of the
-// 1000-thread process. Screenshots go to $BUILD/web/. Each top-level test
-// prints one TAP line ("ok N - ...").
+// and a 1000-thread one, then checks what a person sees: the process
+// table (sorted, filtered, as wide as the window), one process with its
+// groups, their states and CPU, and frames, the search box,
+// expand/collapse, copy, the flame graph's tab and height, the format
+// links, the diff view, the Profile view's windows, the stuck-thread hook,
+// error pages and API errors, auto-refresh, dark mode, the note of a
+// refused perf map (--max-jit-mib 1), the deadlock links; and measures
+// the render time of the 1000-thread process. Screenshots go to
+// $BUILD/web/. Each top-level test prints one TAP line ("ok N - ...").
 //
 // Render times are figures, printed and written to $BUILD/web/render-1000.txt;
 // they are asserted against their limits only with SW_WEB_TIMING=1 (make
@@ -123,19 +125,100 @@ test('the page is served with a CSP, its files from /static/', async () => {
   }
 });
 
-test('the list shows every target, linking to each', async () => {
-  const page = await open('/stacks');
-  const rows = await page.$$eval('section.targets table.list tbody tr', (trs) => trs.map((tr) => tr.textContent));
-  for (const pid of [small.pid, big.pid]) {
-    assert.ok(rows.some((r) => r.includes(String(pid)) && r.includes('workload')), `pid ${pid} listed`);
-  }
-  assert.ok(rows.some((r) => r.includes('stackwatchd')), 'the daemon itself is listed');
-  const href = await page.getAttribute(`section.targets a[href="/stacks?pid=${small.pid}"]`, 'href');
-  assert.equal(href, `/stacks?pid=${small.pid}`);
-  assert.equal(await page.locator('section.proc').count(), rows.length, 'a section per process');
-  await page.click(`section.targets a[href="/stacks?pid=${small.pid}"]`);
+// A process with a command line of 3000 characters, in a process group
+// of its own (killed in after()).
+function longCommand() {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1e6)', 'x'.repeat(3000)],
+    { stdio: 'ignore', detached: true });
+  children.push(child);
+  return child;
+}
+
+test('the landing page is a table of processes: no stacks, sortable, filterable, as wide as the window', async () => {
+  const long = longCommand();
+  const wide = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const page = await wide.newPage();
+  page.on('pageerror', (e) => consoleErrors.push(`/stacks (1400 px): ${e.message}`));
+  await page.goto(`${base}/stacks`);
   await rendered(page);
-  assert.equal(await page.locator('section.proc').count(), 1);
+  await page.waitForSelector(`section.processes tr[data-pid="${long.pid}"]`);
+  const heads = await page.$$eval('section.processes thead th', (ths) => ths.map((t) => t.textContent.trim()));
+  assert.deepEqual(heads.map((h) => h.replace(/ [▲▼]$/, '')),
+    ['pid', 'user', 'name', 'threads', 'CPU %', 'states', 'stuck', 'deadlock', 'method', 'command']);
+  assert.equal(await page.locator('section.proc, .group, .flame-svg').count(), 0, 'no stacks until one is opened');
+  // Every agent target is a row, each linking to its own page.
+  for (const pid of [small.pid, big.pid]) {
+    const row = page.locator(`section.processes tr[data-pid="${pid}"]`);
+    assert.match(await row.textContent(), /workload.*agent/);
+    assert.equal(await row.locator('a').first().getAttribute('href'), `/stacks?pid=${pid}`);
+    assert.match(await row.locator('td.states').textContent(), /^\d+ S(, \d+ [A-Z])*/, 'thread states');
+    assert.match(await row.locator('td.cpu').textContent(), /^\d+\.\d$/, 'CPU %');
+  }
+  // As wide as the window: the long command line is cut, whole on hover.
+  const [scrollW, clientW] = await page.evaluate(() => [document.documentElement.scrollWidth,
+    document.documentElement.clientWidth]);
+  assert.ok(scrollW <= 1400 && scrollW <= clientW, `no sideways scroll (${scrollW} of ${clientW} px)`);
+  const cmd = page.locator(`section.processes tr[data-pid="${long.pid}"] td.cmd`);
+  assert.ok((await cmd.getAttribute('title')).endsWith('x'.repeat(3000)), 'the whole command line on hover');
+  assert.ok(await cmd.evaluate((td) => td.scrollWidth > td.clientWidth), 'cut to the width');
+  // A line per process: the page is as tall as its rows, no more.
+  const rows = await page.locator('section.processes tbody tr').count();
+  const [tallest, height] = await page.evaluate(() => [Math.max(...[...document.querySelectorAll(
+    'section.processes tbody tr')].map((r) => r.getBoundingClientRect().height)),
+  document.documentElement.scrollHeight]);
+  assert.ok(tallest <= 40, `every row one line (${tallest} px)`);
+  assert.ok(height <= 400 + rows * 40, `${height} px for ${rows} processes`);
+  // Sorted by a click on a heading; again, the other way.
+  const column = (cls) => page.$$eval(`section.processes tbody tr:not([hidden]) td${cls}`, (tds) => tds.map((t) => t.textContent));
+  const pids = async () => (await page.$$eval('section.processes tbody tr', (trs) => trs.map((r) => Number(r.dataset.pid))));
+  let got = await pids();
+  assert.deepEqual(got, [...got].sort((a, b) => a - b), 'by pid at first');
+  await page.click('section.processes th.c-pid button');
+  got = await pids();
+  assert.deepEqual(got, [...got].sort((a, b) => b - a), 'pid, the other way');
+  assert.equal(await page.getAttribute('section.processes th.c-pid', 'aria-sort'), 'descending');
+  await page.click('section.processes th.c-cpu button');
+  const cpu = (await column('.cpu')).map(Number);
+  assert.deepEqual(cpu, [...cpu].sort((a, b) => b - a), 'CPU %, largest first');
+  await page.click('section.processes th.c-name button');
+  const names = await page.$$eval('section.processes tbody tr td:nth-child(3)', (tds) => tds.map((t) => t.textContent.toLowerCase()));
+  assert.deepEqual(names, [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), 'by name');
+  // Filtered by the box.
+  await page.fill('section.processes input.proc-filter', String(long.pid));
+  assert.deepEqual(await page.$$eval('section.processes tbody tr:not([hidden])', (trs) => trs.map((r) => Number(r.dataset.pid))),
+    [long.pid]);
+  await page.fill('section.processes input.proc-filter', '');
+  await page.screenshot({ path: path.join(SHOTS, 'processes-1400.png') });
+  await page.click(`section.processes tr[data-pid="${small.pid}"] a >> nth=0`);
+  await rendered(page);
+  assert.equal(await page.locator('section.proc').count(), 1, 'opened: its stacks');
+  await wide.close();
+  process.kill(-long.pid, 'SIGKILL');
+});
+
+test('a group says its threads\' states and CPU, jstack-like', async () => {
+  const page = await context.newPage();
+  const answer = page.waitForResponse((r) => r.url().includes(`/api/v1/stacks?pid=${small.pid}`));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  const doc = await (await answer).json(); // the dump the page shows
+  const byTid = new Map(doc.threads.map((t) => [t.tid, t]));
+  const want = doc.groups.map((g) => {
+    const counts = {};
+    let cpu = 0;
+    for (const tid of g.tids) {
+      const t = byTid.get(tid);
+      counts[t.state] = (counts[t.state] || 0) + 1;
+      cpu += t.utime_ms + t.stime_ms;
+    }
+    const states = Object.entries(counts).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+      .map(([st, n]) => `${n} ${st}`).join(', ');
+    return `state: ${states}; cpu ${cpu} ms`;
+  });
+  const got = await page.$$eval('.group > summary .gstate', (es) => es.map((e) => e.textContent));
+  assert.deepEqual(got, want);
+  assert.match(got[0], /^state: 64 S; cpu \d+ ms$/, 'the 64 waiters sleep');
+  const spin = doc.groups.findIndex((g) => g.frames.some((f) => /spin_loop/.test(f.function || '')));
+  assert.match(got[spin], /^state: 1 R; cpu [1-9]\d* ms$/, 'the spinner runs, and used CPU');
   await page.close();
 });
 
@@ -202,7 +285,9 @@ test('the search box filters groups as you type', async () => {
   assert.ok(byFile.filter(([hidden]) => !hidden).length >= 4);
   assert.equal((await type('libc.so')).length, total, 'by module: every stack passes libc');
   assert.deepEqual(await type('waiter_wait'), ['64 threads']);
+  await page.click('button.pane-tab[data-pane="flame"]');
   assert.ok(await page.locator('.flame-svg rect.match').count() >= 1, 'the flame graph marks matches');
+  await page.click('button.pane-tab[data-pane="groups"]');
   assert.deepEqual(await type('no-such-frame'), []);
   assert.ok(await page.isVisible('.nomatch'), 'says nothing matches');
   await page.fill('#search', '');
@@ -256,9 +341,21 @@ test('copy falls back to a selection without the Clipboard API', async () => {
   await page.close();
 });
 
-test('the flame graph: hover shows frame and count, click zooms', async () => {
-  const page = await open(`/stacks?pid=${small.pid}`);
+test('the flame graph: a tab above the groups, a row per frame, hover shows frame and count, click zooms', async () => {
+  const page = await context.newPage();
+  const answer = page.waitForResponse((r) => r.url().includes(`/api/v1/stacks?pid=${small.pid}`));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  const doc = await (await answer).json();
+  assert.ok(await page.isHidden('.flame-pane'), 'the groups first');
+  const before = await page.evaluate(() => Boolean(document.querySelector('.pane-tabs')
+    .compareDocumentPosition(document.querySelector('.groups-pane')) & Node.DOCUMENT_POSITION_FOLLOWING));
+  assert.ok(before, 'the tabs are above the groups');
+  await page.click('button.pane-tab[data-pane="flame"]');
+  assert.ok(await page.isHidden('.groups-pane'), 'the flame graph in their place');
   const svg = page.locator('.flame-svg');
+  const deepest = Math.max(...doc.groups.map((g) => g.frames.length));
+  assert.equal(Number(await svg.getAttribute('height')), (deepest + 1) * 18,
+    `as tall as the deepest stack (${deepest} frames and the process), 18 px a row`);
   assert.ok(await svg.locator('rect[data-i]').count() > 20);
   const width = Number(await svg.getAttribute('width'));
   // A box is a rect; the text on it (when it fits) carries the same index.
@@ -334,13 +431,55 @@ test('the Profile view: the history as a flame graph, wall or CPU, and different
   await page.close();
 });
 
+test('the Profile view offers only the windows its history covers', async () => {
+  // This daemon's targets do not say how far their history reaches: every window, no error.
+  let page = await open(`/stacks?pid=${small.pid}`);
+  const windows = () => page.$$eval('.profile-window option', (os) => os.map((o) => `${o.value}:${o.textContent}`));
+  await page.waitForLoadState('networkidle');
+  assert.deepEqual((await windows()).map((w) => w.split(':')[0]), ['30', '60', '300', '900', '86400']);
+  await page.close();
+  // One that says: 100 s of history, 100 samples. (The daemon's own
+  // answer, with the two fields that such a daemon adds.)
+  page = await open(null);
+  await page.route('**/api/v1/targets', async (r) => {
+    const res = await r.fetch();
+    const doc = await res.json();
+    const now = Date.parse(res.headers().date) / 1000;
+    for (const t of doc.targets) {
+      t.history_from = t.pid === small.pid ? now - 100 : null;
+      t.history_samples = t.pid === small.pid ? 100 : 0;
+    }
+    await r.fulfill({ response: res, json: doc });
+  });
+  await goto(page, `/stacks?pid=${small.pid}`);
+  await page.waitForSelector('.profile-window[data-span]', { state: 'attached' });
+  assert.deepEqual(await windows(), ['30:last 30 s', '60:last minute', '86400:the whole history (1 min 40 s, 100 samples)']);
+  // Opened, the view loads the window on offer.
+  await page.click('details.profile > summary');
+  await page.waitForSelector('.profile-flame[data-loaded="wall"]', { state: 'attached' });
+  assert.equal(await page.inputValue('.profile-window'), '60');
+  await page.close();
+  // None kept yet: only the whole history, saying so.
+  page = await open(null);
+  await page.route('**/api/v1/targets', async (r) => {
+    const res = await r.fetch();
+    const doc = await res.json();
+    for (const t of doc.targets) Object.assign(t, { history_from: null, history_samples: 0 });
+    await r.fulfill({ response: res, json: doc });
+  });
+  await goto(page, `/stacks?pid=${small.pid}`);
+  await page.waitForSelector('.profile-window[data-span]', { state: 'attached' });
+  assert.deepEqual(await windows(), ['86400:the whole history (no samples yet)']);
+  await page.close();
+});
+
 test('links to the same view as JSON, text and folded', async () => {
   const page = await open(`/stacks?pid=${small.pid}`);
   const href = (t) => page.getAttribute(`.proc .links a:text-is("${t}")`, 'href');
   assert.equal(await href('JSON'), `/api/v1/stacks?pid=${small.pid}&format=json`);
   assert.equal(await href('text'), `/stacks?pid=${small.pid}&format=text`);
   assert.equal(await href('folded'), `/stacks?pid=${small.pid}&format=folded`);
-  assert.equal(await href('diff (60 s)'), `/api/v1/diff?pid=${small.pid}&since=60`);
+  assert.equal(await href('diff (60 s)'), `/stacks?pid=${small.pid}&view=diff&since=60`);
   const json = await page.request.get(base + await href('JSON'));
   assert.equal(json.status(), 200);
   assert.equal((await json.json()).pid, small.pid);
@@ -384,7 +523,7 @@ test('errors from the API are shown readably', async () => {
   await goto(page, `/stacks?pid=${small.pid}`);
   assert.match(await page.textContent('.error'), /504: pid 4242 did not answer in time/);
   await page.unroute('**/api/v1/stacks*');
-  await page.route('**/api/v1/stacks*', (r) => r.fulfill({ status: 502, body: 'Bad Gateway' }));
+  await page.route('**/api/v1/processes', (r) => r.fulfill({ status: 502, body: 'Bad Gateway' }));
   await goto(page, '/stacks');
   assert.match(await page.textContent('.error'), /502: Bad Gateway/);
   await page.close();
@@ -394,6 +533,103 @@ test('errors from the API are shown readably', async () => {
   assert.equal(res.status, 404);
   assert.match(await res.text(), process.getuid() === 0
     ? /no process 4194304/ : /pid 4194304 is not a process you may see/);
+});
+
+test('error pages come in the page\'s layout, with a link back and what to do next', async () => {
+  for (const [url, status, why, hint] of [
+    ['/stacks?pid=4194304', 404, /pid 4194304 is not a process you may see/, /may have exited, or you may not see it/],
+    ['/stacks?pid=abc', 400, /pid must be a positive integer/, /open the process from the process table/],
+    ['/stacks?timeout_ms=0', 400, /timeout_ms must be an integer/, /process table/],
+    ['/no-such-page', 404, /no such endpoint/, /process table/]]) {
+    const res = await fetch(base + url, { headers: { Accept: 'text/html' } });
+    assert.equal(res.status, status, `${url}: the status stays`);
+    assert.match(res.headers.get('content-security-policy'), /default-src 'self'/, url);
+    const page = await open(null, { strict: false });
+    const nav = await page.goto(base + url);
+    assert.equal(nav.status(), status, url);
+    await page.waitForSelector('.error .hint');
+    assert.equal(await page.getAttribute('.error', 'data-status'), String(status), url);
+    assert.match(await page.textContent('.error .why'), why, url);
+    assert.match(await page.textContent('.error .hint'), hint, url);
+    assert.equal(await page.getAttribute('.error a:text-is("Back to the process table")', 'href'), '/stacks', url);
+    assert.ok(await page.isVisible('header.bar .brand'), `${url}: the page's own header`);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    assert.equal(bg, 'rgb(15, 17, 21)', `${url}: dark mode`);
+    if (status === 404 && url.includes('pid')) await page.screenshot({ path: path.join(SHOTS, 'error-404.png') });
+    await page.click('.error a:text-is("Back to the process table")');
+    await rendered(page);
+    assert.ok(await page.locator('section.processes').count() === 1, `${url}: the link leads to the table`);
+    await page.close();
+  }
+  // An API error, too, says what to do next.
+  const page = await context.newPage();
+  await page.route('**/api/v1/stacks*', (r) => r.fulfill({ status: 504, contentType: 'application/json',
+    body: '{"error":"pid 4242 did not answer in time","status":504}' }));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  assert.match(await page.textContent('.error .hint'), /reload to try again, or add &timeout_ms=5000/);
+  assert.equal(await page.getAttribute('.error a:text-is("Back to the process table")', 'href'), '/stacks');
+  await page.close();
+});
+
+test('the diff view: groups that appeared and vanished, with their stacks; JSON behind a link', async () => {
+  // 64 waiters and a mover; each line on stdin moves the mover.
+  const mover = spawn(path.join(BUILD, 'fixtures/agent_target'), ['watch'], {
+    stdio: ['pipe', 'pipe', 'ignore'],
+    env: { ...process.env, LD_PRELOAD: path.join(BUILD, 'libstackwatch-agent.so'), STACKWATCH_SOCKET: h.socket },
+  });
+  children.push(mover);
+  let seen = '';
+  mover.stdout.setEncoding('utf8');
+  const line = (re) => new Promise((resolve, reject) => {
+    const check = () => { if (re.test(seen)) { mover.stdout.off('data', on); resolve(); } };
+    const on = (c) => { seen += c; check(); };
+    mover.stdout.on('data', on);
+    mover.once('exit', () => reject(new Error('agent_target exited')));
+    check();
+  });
+  await line(/^ready$/m);
+  await waitRegistered([mover.pid]);
+  // The sample before: once every thread is in place (its 64 workers in
+  // one group, the mover in mover_a), which "ready" does not wait for.
+  for (let i = 0; ; i++) {
+    const d = await getJSON(`/api/v1/stacks?pid=${mover.pid}`);
+    const has = (fn, n) => d.groups.some((g) => g.count === n && g.frames.some((f) => f.function === fn));
+    if (has('worker', 64) && has('mover_a', 1)) break;
+    assert.ok(i < 100, 'the fixture settles');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 1200));
+  mover.stdin.write('m\n');
+  await line(/^moved$/m);
+  const page = await open(`/stacks?pid=${mover.pid}&view=diff&since=1`);
+  await page.waitForSelector('.diff-part');
+  // The mover's groups; another thread may have moved too (the agent's).
+  const part = (cls, fn) => page.locator(`.diff-part.${cls} .diff-group`, {
+    has: page.locator('summary .top .fn', { hasText: new RegExp(`^${fn}`) }) });
+  const appeared = part('appeared', 'mover_b');
+  assert.equal(await appeared.count(), 1, 'mover_b\'s group appeared');
+  assert.equal(await appeared.locator('summary .badge').textContent(), '+1');
+  assert.equal(await appeared.locator('summary .count').textContent(), '0 → 1 thread');
+  assert.match(await appeared.locator('.threads').textContent(), /^now: mover \(\d+\)$/);
+  assert.ok(await appeared.locator('table.frames td.fn', { hasText: /^mover_b$/ }).count() === 1, 'with its stack');
+  const vanished = part('vanished', 'mover_a');
+  assert.equal(await vanished.count(), 1, 'mover_a\'s group vanished');
+  assert.equal(await vanished.locator('summary .badge').textContent(), '−1');
+  assert.equal(await vanished.locator('summary .count').textContent(), '1 → 0 threads');
+  assert.match(await vanished.locator('.threads').textContent(), /^then: mover \(\d+\)$/);
+  assert.match(await page.textContent('.facts'), /unchanged \(threads\)\s*\d+/);
+  assert.equal(await page.getAttribute('.diff .links a:text-is("JSON")', 'href'), `/api/v1/diff?pid=${mover.pid}&since=1`);
+  assert.doesNotMatch(await page.textContent('main'), /"changed":|"appeared":/, 'no raw JSON on the page');
+  await page.screenshot({ path: path.join(SHOTS, 'diff.png'), fullPage: true });
+  await page.close();
+  // No sample an hour old: how long until one is, not a bare 404.
+  const wait = await open(`/stacks?pid=${mover.pid}&view=diff&since=3600`, { strict: false });
+  await wait.waitForSelector('.diff-wait');
+  assert.match(await wait.textContent('.diff-wait'), /no sample of pid \d+ is 3600 s old yet: the oldest kept is [\d.]+ s old, so one will be in \d+ s/);
+  assert.equal(await wait.locator('.error').count(), 0);
+  await wait.close();
+  mover.kill('SIGKILL');
 });
 
 test('names that would disguise the page are shown escaped', async () => {
@@ -561,7 +797,7 @@ test('every process is listed, searchable; one without the agent opens with its 
   assert.equal(await row(plain.pid).isVisible(), false);
   await filter.fill(String(plain.pid));
   await page.screenshot({ path: path.join(SHOTS, 'processes.png') });
-  await row(plain.pid).locator('a').click();
+  await row(plain.pid).locator('a').first().click();
   await rendered(page);
   // Blocked threads come from the kernel; each way used is named, with
   // the pause only when a thread had to be stopped.
@@ -645,9 +881,17 @@ test('a deadlock: in red at the top, the waits under each group, owners linked',
   // An owner's link in the box opens its group and points at the thread.
   const rightGroup = page.locator(`.group[data-group="${by.right.group}"]`);
   if (await rightGroup.evaluate((d) => d.open)) await rightGroup.locator('summary').click();
+  await page.setViewportSize({ width: 1280, height: 300 }); // the link must scroll
   await box.locator(`a.thread-link[data-tid="${by.right.tid}"]`).first().click();
   assert.ok(await rightGroup.evaluate((d) => d.open), 'the owner\'s group opens');
   assert.equal(await rightGroup.locator(`.thread.pointed[data-tid="${by.right.tid}"]`).count(), 1);
+  // Scrolled to below the sticky bar, not under it.
+  await page.waitForFunction(() => window.scrollY > 0);
+  const [chipTop, chipBottom, barBottom, vh] = await page.evaluate((tid) => {
+    const c = document.querySelector(`.thread.pointed[data-tid="${tid}"]`).getBoundingClientRect();
+    return [c.top, c.bottom, document.querySelector('header.bar').getBoundingClientRect().bottom, innerHeight];
+  }, by.right.tid);
+  assert.ok(chipTop >= barBottom && chipBottom <= vh, `the owner's thread in view below the bar (${chipTop} >= ${barBottom}, ${chipBottom} <= ${vh})`);
   assert.match(await rightGroup.textContent(), /hold_then_take/);
   await page.screenshot({ path: path.join(SHOTS, 'deadlock.png') });
   await page.close();
