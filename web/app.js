@@ -163,7 +163,7 @@ function frameText(f, i) {
 
 function groupText(p, g, byTid) {
   const names = g.tids.map((t) => `${(byTid.get(t) || {}).name || '?'} (${t})`);
-  const lines = [`${plural(g.count, 'thread')}: ${names.join(', ')}`];
+  const lines = [`${plural(g.count, 'thread')}: ${names.join(', ')}`, groupStates(g, byTid)];
   g.frames.forEach((f, i) => lines.push(frameText(f, i)));
   if (!g.frames.length) lines.push('(no frames)');
   return lines.join('\n');
@@ -244,10 +244,24 @@ function framesTable(frames) {
   return el('table', { class: 'frames' }, body);
 }
 
-// "3 S, 1 R": counts by state letter, most first (then by letter).
+// The order of states among equal counts, as the text format has it.
+const STATE_ORDER = 'RDSTtZXI';
+function stateRank(s) {
+  const i = STATE_ORDER.indexOf(s);
+  return i < 0 ? STATE_ORDER.length : i;
+}
+
+// "3 S, 1 R": counts by state letter, most first (then R, D, S, ...).
 function stateCounts(counts) {
-  return Object.entries(counts).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+  return Object.entries(counts).sort((a, b) => b[1] - a[1] || stateRank(a[0]) - stateRank(b[0]))
     .map(([s, n]) => `${n} ${s}`).join(', ');
+}
+
+// "12 ms", "3.4 s", "12 min": CPU time, as the text format puts it.
+function cpuText(ms) {
+  if (ms < 10000) return `${ms} ms`;
+  if (ms < 600000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60000)} min`;
 }
 
 // "state: 3 S, 1 R; cpu 12 ms", as jstack would say it: the states of a
@@ -261,7 +275,7 @@ function groupStates(g, byTid) {
     counts[st] = (counts[st] || 0) + 1;
     cpu += (t.utime_ms || 0) + (t.stime_ms || 0);
   }
-  return `state: ${stateCounts(counts)}; cpu ${cpu} ms`;
+  return `state: ${stateCounts(counts)}; cpu ${cpuText(cpu)}`;
 }
 
 // Keeps a group open or closed across refreshes where the user chose

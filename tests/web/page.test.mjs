@@ -210,9 +210,11 @@ test('a group says its threads\' states and CPU, jstack-like', async () => {
       counts[t.state] = (counts[t.state] || 0) + 1;
       cpu += t.utime_ms + t.stime_ms;
     }
-    const states = Object.entries(counts).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    const rank = (st) => ('RDSTtZXI'.indexOf(st) + 9) % 9; // as the text format
+    const states = Object.entries(counts).sort((a, b) => b[1] - a[1] || rank(a[0]) - rank(b[0]))
       .map(([st, n]) => `${n} ${st}`).join(', ');
-    return `state: ${states}; cpu ${cpu} ms`;
+    const time = cpu < 10000 ? `${cpu} ms` : cpu < 600000 ? `${(cpu / 1000).toFixed(1)} s` : `${Math.floor(cpu / 60000)} min`;
+    return `state: ${states}; cpu ${time}`;
   });
   const got = await page.$$eval('.group > summary .gstate', (es) => es.map((e) => e.textContent));
   assert.deepEqual(got, want);
@@ -245,8 +247,12 @@ test('one process: header, groups largest first, frames with file:line', async (
 });
 
 test('inlined frames are marked, and only those', async () => {
-  const page = await open(`/stacks?pid=${small.pid}`);
-  const want = small.json.groups[0].frames.map((f) => f.inlined);
+  // Compared with the very dump the page shows, never another one.
+  const page = await context.newPage();
+  const answer = page.waitForResponse((r) => r.url().includes(`/api/v1/stacks?pid=${small.pid}`));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  const doc = await (await answer).json();
+  const want = doc.groups[0].frames.map((f) => f.inlined);
   const got = await page.locator('.group').first().locator('table.frames tr').evaluateAll((trs) =>
     trs.map((tr) => tr.classList.contains('inlined') && !!tr.querySelector('.badge.inl')));
   assert.deepEqual(got, want);
@@ -537,7 +543,9 @@ test('errors from the API are shown readably', async () => {
 
 test('error pages come in the page\'s layout, with a link back and what to do next', async () => {
   for (const [url, status, why, hint] of [
-    ['/stacks?pid=4194304', 404, /pid 4194304 is not a process you may see/, /may have exited, or you may not see it/],
+    // Root (this test) is told there is no such process; others get one
+    // message for both cases.
+    ['/stacks?pid=4194304', 404, /no process 4194304|pid 4194304 is not a process you may see/, /may have exited, or you may not see it/],
     ['/stacks?pid=abc', 400, /pid must be a positive integer/, /open the process from the process table/],
     ['/stacks?timeout_ms=0', 400, /timeout_ms must be an integer/, /process table/],
     ['/no-such-page', 404, /no such endpoint/, /process table/]]) {
