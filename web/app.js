@@ -26,6 +26,7 @@ const REFRESH_MS = 5000;
 const PROFILE_WINDOWS = [['30', 'last 30 s'], ['60', 'last minute'], ['300', 'last 5 minutes'],
   ['900', 'last 15 minutes'], ['86400', 'the whole history']];
 const THREADS_SHOWN = 6; // thread chips per group before "+N more"
+const WAIT_NAMES = 8; // threads a wait line names, as the text format
 const OPEN_GROUPS = 12; // groups of a process open at first (the largest); the rest closed
 const FIRST_GROUPS = 100; // groups built before the first paint; the rest after it
 const CHUNK_GROUPS = 200; // groups built per task after that
@@ -653,6 +654,7 @@ class ProcessView {
       if (hop) out.push(', which waits for ');
       out.push(w.kind === 'rwlock' ? `rwlock (to ${w.mode || 'lock'}) ` : `${w.kind} `,
         el('code', null, w.address));
+      if (w.symbol) out.push(' (', el('code', { class: 'lock-name' }, w.symbol), ')');
       if (w.owner_tid == null) {
         if (w.kind === 'rwlock') out.push(' held by readers');
         break;
@@ -674,20 +676,46 @@ class ProcessView {
     return out;
   }
 
-  // The lines under a group: one per lock its threads wait for.
+  // "worker-3 (4247), worker-4 (4248)": the threads a line is about, at
+  // most WAIT_NAMES of them, then how many more.
+  namesOf(tids) {
+    const out = [];
+    tids.slice(0, WAIT_NAMES).forEach((tid, k) => {
+      if (k) out.push(', ');
+      out.push(el('span', { class: 'waiter', dataset: { tid } }, `${(this.byTid.get(tid) || {}).name || '?'} (${tid})`));
+    });
+    if (tids.length > WAIT_NAMES) out.push(` and ${tids.length - WAIT_NAMES} more`);
+    return out;
+  }
+
+  // The lines under a group: one per lock its threads wait for, naming
+  // those threads, then one per lock a thread of it holds that others
+  // wait for (jstack's "- locked <0x…>").
   waitLines(gv) {
-    const seen = new Set();
+    const byKey = new Map();
     const box = el('div', { class: 'waits' });
     for (const tid of gv.g.tids) {
       const w = (this.byTid.get(tid) || {}).waiting_for;
       if (!w) continue;
       const key = `${w.address}/${w.owner_tid}`;
-      if (seen.has(key)) continue;
-      seen.add(key);
-      box.append(el('p', { class: w.deadlock ? 'wait deadlocked' : 'wait' },
-        'waiting for ', ...this.lockChain(tid)));
+      if (!byKey.has(key)) byKey.set(key, []);
+      byKey.get(key).push(tid);
     }
-    return seen.size ? box : null;
+    for (const tids of byKey.values()) {
+      const w = this.byTid.get(tids[0]).waiting_for;
+      box.append(el('p', { class: w.deadlock ? 'wait deadlocked' : 'wait' },
+        ...this.namesOf(tids), ': waiting for ', ...this.lockChain(tids[0])));
+    }
+    let holds = 0;
+    for (const tid of gv.g.tids) {
+      for (const h of (this.byTid.get(tid) || {}).holds || []) {
+        holds++;
+        box.append(el('p', { class: 'holds' }, ...this.namesOf([tid]), `: holds ${h.kind} `,
+          el('code', null, h.address), ...(h.symbol ? [' (', el('code', { class: 'lock-name' }, h.symbol), ')'] : []),
+          `, ${plural(h.waiters, 'thread')} waiting`));
+      }
+    }
+    return byKey.size || holds ? box : null;
   }
 
   // A deadlock, in red at the top of the process: its cycle, linked.

@@ -865,7 +865,8 @@ test('a deadlock: in red at the top, the waits under each group, owners linked',
   const box = page.locator('section.proc .deadlock');
   assert.equal(await box.count(), 1, 'one deadlock box');
   const text = await box.textContent();
-  assert.match(text, /^Deadlock: (left|right) \(tid \d+\) waits for mutex 0x[0-9a-f]+ held by (left|right) \(tid \d+\), which waits for mutex 0x[0-9a-f]+ held by (left|right) \(tid \d+\): deadlock$/);
+  // The two std::mutex are globals: each named by its variable, a or b.
+  assert.match(text, /^Deadlock: (left|right) \(tid \d+\) waits for mutex 0x[0-9a-f]+ \(\(anonymous namespace\)::[ab]\) held by (left|right) \(tid \d+\), which waits for mutex 0x[0-9a-f]+ \(\(anonymous namespace\)::[ab]\) held by (left|right) \(tid \d+\): deadlock$/);
   for (const n of ['left', 'right']) assert.ok(text.includes(`${n} (tid ${by[n].tid})`), `names ${n}`);
   // In red, and above the groups.
   const [color, stuck] = await box.evaluate((e) => [getComputedStyle(e).color,
@@ -885,7 +886,13 @@ test('a deadlock: in red at the top, the waits under each group, owners linked',
   const leftGroup = page.locator(`.group[data-group="${by.left.group}"]`);
   if (!(await leftGroup.evaluate((d) => d.open))) await leftGroup.locator('summary').click();
   const waits = (await leftGroup.locator('.wait').allTextContents()).join('\n');
-  assert.match(waits, new RegExp(`waiting for mutex 0x[0-9a-f]+ held by right \\(tid ${by.right.tid}\\)`));
+  // Each wait line names its threads; each owner says what it holds.
+  const m = waits.match(new RegExp(`(^|\\n)left \\(${by.left.tid}\\): waiting for mutex (0x[0-9a-f]+) \\(\\(anonymous namespace\\)::([ab])\\) held by right \\(tid ${by.right.tid}\\)`));
+  assert.ok(m, waits);
+  const holds = (await leftGroup.locator('.holds').allTextContents()).join('\n');
+  assert.ok(holds.includes(`right (${by.right.tid}): holds mutex ${m[2]} ((anonymous namespace)::${m[3]}), 1 thread waiting`), holds);
+  assert.ok(holds.includes(`left (${by.left.tid}): holds mutex `) &&
+    holds.includes(`((anonymous namespace)::${m[3] === 'a' ? 'b' : 'a'}), 1 thread waiting`), holds);
   // An owner's link in the box opens its group and points at the thread.
   const rightGroup = page.locator(`.group[data-group="${by.right.group}"]`);
   if (await rightGroup.evaluate((d) => d.open)) await rightGroup.locator('summary').click();
