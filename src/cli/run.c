@@ -189,6 +189,14 @@ static bool runnable(const char *cmd)
 	return false;
 }
 
+/* STACKWATCH_DISABLE=1: the agent does nothing, as agent.c reads it. */
+static bool agent_disabled(void)
+{
+	const char *off = getenv("STACKWATCH_DISABLE");
+
+	return off && strcmp(off, "1") == 0;
+}
+
 /*
  * Warns, in one line on stderr, when the agent will find no daemon to
  * register with at path (given says it came from --socket or
@@ -271,7 +279,9 @@ int cmd_run(const struct cli *cli, int argc, char **argv)
 		return CLI_EDAEMON;
 	if (sock_path && set_socket(sock_path) != 0)
 		return CLI_EDAEMON;
-	if (runnable(argv[i]) && paths_agent_socket(sock, sizeof(sock)) == 0) {
+	/* An agent turned off (STACKWATCH_DISABLE=1) looks for no daemon. */
+	if (runnable(argv[i]) && !agent_disabled() &&
+	    paths_agent_socket(sock, sizeof(sock)) == 0) {
 		const char *env = getenv("STACKWATCH_SOCKET");
 
 		check_daemon(sock, env && *env);

@@ -164,6 +164,13 @@ else
 	nok "run: the warning names \$STACKWATCH_SOCKET when it is set ($(cat "$tmp/err"))"
 fi
 
+out=$(STACKWATCH_DISABLE=1 "$sw" run --socket "$tmp/nowhere.sock" -- sh -c 'echo ran' 2>"$tmp/err")
+if [ "$out" = ran ] && [ ! -s "$tmp/err" ]; then
+	ok "run: with the agent turned off (STACKWATCH_DISABLE=1), no warning"
+else
+	nok "run: with the agent turned off (STACKWATCH_DISABLE=1), no warning ($(cat "$tmp/err"))"
+fi
+
 # run: the agent goes first in LD_PRELOAD, by its absolute path
 out=$("$sw" run -- sh -c 'echo "$LD_PRELOAD"' 2>"$tmp/err")
 rc=$?
