@@ -101,10 +101,10 @@ static long long ran_ns(pid_t pid, pid_t tid)
 }
 
 struct seen {
-	int idle_flagged; /* entries of an idle thread of the demo */
-	char idle_example[96];
+	int idle_flagged;	/* entries of an idle thread of the demo */
+	char idle_example[256]; /* each name flagged, when first */
 	int own_flagged; /* entries of the agent's or the daemon's threads */
-	char own_example[96];
+	char own_example[256];
 	int early_spin; /* the spinner flagged before it spun */
 	/* When the spinner began to spin, at the latest: the last poll
 	 * before its CPU time jumped (it sleeps until then); -1 not yet. */
@@ -125,6 +125,20 @@ static bool is_idle_name(const char *n)
 	return false;
 }
 
+/* Adds "name why at ms" to list (", "-separated) unless name is there. */
+static void note(char *list, size_t size, const char *name, const char *why,
+		 long ms)
+{
+	size_t len = strlen(list);
+	char key[48];
+
+	snprintf(key, sizeof(key), "%s %s", name, why);
+	if (strstr(list, key) || len + 2 >= size)
+		return;
+	snprintf(list + len, size - len, "%s%s at %ld ms", len ? ", " : "", key,
+		 ms);
+}
+
 /* One poll of /api/v1/stuck, at ms since the demo started. */
 static void poll_stuck(const struct itest_daemon *d, pid_t demo, long ms,
 		       struct seen *s)
@@ -143,15 +157,13 @@ static void poll_stuck(const struct itest_daemon *d, pid_t demo, long ms,
 
 		if (pid == d->pid ||
 		    (pid == demo && strcmp(name, "sw-agent") == 0)) {
-			if (!s->own_flagged++)
-				snprintf(s->own_example, sizeof(s->own_example),
-					 "%s (pid %d) %s at %ld ms", name,
-					 (int)pid, why, ms);
+			s->own_flagged++;
+			note(s->own_example, sizeof(s->own_example), name, why,
+			     ms);
 		} else if (pid == demo && is_idle_name(name)) {
-			if (!s->idle_flagged++)
-				snprintf(s->idle_example,
-					 sizeof(s->idle_example),
-					 "%s %s at %ld ms", name, why, ms);
+			s->idle_flagged++;
+			note(s->idle_example, sizeof(s->idle_example), name,
+			     why, ms);
 		} else if (pid == demo && strcmp(name, "spinner") == 0) {
 			if (s->began_ms < 0)
 				s->early_spin++;
@@ -232,12 +244,12 @@ static void run(const char *what, const char *const *args, long seconds)
 	}
 	TAP_OK(s.idle_flagged == 0,
 	       "%s: the demo's idle threads are never flagged over %ld s "
-	       "under %d hogs (%d times; first: %s)",
+	       "under %d hogs (%d times: %s)",
 	       what, (deadline - t0) / 1000, nhogs, s.idle_flagged,
 	       s.idle_flagged ? s.idle_example : "none");
 	TAP_OK(s.own_flagged == 0,
 	       "%s: neither the agent's thread nor the daemon's are flagged "
-	       "(%d times; first: %s)",
+	       "(%d times: %s)",
 	       what, s.own_flagged, s.own_flagged ? s.own_example : "none");
 	TAP_OK(s.early_spin == 0,
 	       "%s: the spinner is not flagged while it sleeps (%d times)",
