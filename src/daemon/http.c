@@ -1061,13 +1061,13 @@ static void add_history(struct target *t, cJSON *o)
 {
 	struct timespec from;
 	size_t n, bytes;
+	long ms;
 
 	stacks_history_span(t, &n, &from, &bytes);
+	ms = from.tv_nsec / 1000000; /* to the millisecond, as JSON times */
 	if (n)
-		cJSON_AddNumberToObject(
-			o, "history_from",
-			(double)from.tv_sec +
-				(double)(from.tv_nsec / 1000000) / 1e3);
+		cJSON_AddNumberToObject(o, "history_from",
+					(double)from.tv_sec + (double)ms / 1e3);
 	else
 		cJSON_AddNullToObject(o, "history_from");
 	cJSON_AddNumberToObject(o, "history_samples", (double)n);
