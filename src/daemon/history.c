@@ -6,7 +6,18 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "stacks.h"
+void sdump_get(struct sdump *sd)
+{
+	atomic_fetch_add(&sd->refs, 1);
+}
+
+void sdump_put(struct sdump *sd)
+{
+	if (!sd || atomic_fetch_sub(&sd->refs, 1) != 1)
+		return;
+	sw_dump_free(sd->d);
+	free(sd);
+}
 
 struct sdump *history_at(const struct history *h, size_t i)
 {

@@ -13,7 +13,6 @@
 #include "render/group.h"
 #include "render/locks.h"
 #include "cond.h"
-#include "history.h"
 #include "log.h"
 #include "modfile.h"
 #include "symbols/jitcache.h"
@@ -269,19 +268,6 @@ void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
 }
 
 #define GRACE_NS 500000000ull /* as the registry's wait for an agent */
-
-void sdump_get(struct sdump *sd)
-{
-	atomic_fetch_add(&sd->refs, 1);
-}
-
-void sdump_put(struct sdump *sd)
-{
-	if (!sd || atomic_fetch_sub(&sd->refs, 1) != 1)
-		return;
-	sw_dump_free(sd->d);
-	free(sd);
-}
 
 /* What the dump service keeps per target, under dump_lock. */
 struct target_svc {

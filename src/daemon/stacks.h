@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "history.h"
 #include "model/dump.h"
 #include "modfile.h"
 #include "registry.h"
@@ -60,15 +61,6 @@ struct stacks_metrics {
 	_Atomic uint64_t duration_sum_us;
 };
 
-/* A dump shared by the requests it answers; immutable once published. */
-struct sdump {
-	_Atomic int refs;
-	struct sw_dump *d; /* symbolized, grouped, compacted */
-	uint64_t mono_ns;  /* CLOCK_MONOTONIC when it was taken */
-	uint64_t sched_ns; /* ... when its threads' schedstat was read */
-	size_t bytes;	   /* what it costs to keep (dump_bytes()) */
-};
-
 /* The samples a user keeps, all targets together (stacks.c). */
 struct stacks_use {
 	uid_t uid;
@@ -77,9 +69,6 @@ struct stacks_use {
 
 /* A dump refused: the user's samples would take more than allowed. */
 #define STACKS_EHISTORY (-21002)
-
-void sdump_get(struct sdump *sd);
-void sdump_put(struct sdump *sd);
 
 struct stacks {
 	struct registry *reg;
