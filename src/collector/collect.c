@@ -964,6 +964,7 @@ static int init_threads(struct run *r, const struct collect_opts *opts,
 			t->captured_ns = clock_now_ns();
 			t->status = SW_ST_OK;
 			t->read = SW_READ_SIGNAL; /* itself, as if */
+			t->flags |= SW_TF_DUMPER;
 		} else if (traced) {
 			r->settled[i] = true;
 			read_task(r, t);

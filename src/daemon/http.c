@@ -1096,6 +1096,28 @@ static void add_time(cJSON *o, const char *key, uint64_t ms)
 	cJSON_AddStringToObject(o, key, when);
 }
 
+/*
+ * What t's history covers, for the page to offer only windows it has:
+ * "history_from" (Unix seconds of its oldest sample, null when none),
+ * "history_samples" and "history_bytes".
+ */
+static void add_history(struct target *t, cJSON *o)
+{
+	struct timespec from;
+	size_t n, bytes;
+	long ms;
+
+	stacks_history_span(t, &n, &from, &bytes);
+	ms = from.tv_nsec / 1000000; /* to the millisecond, as JSON times */
+	if (n)
+		cJSON_AddNumberToObject(o, "history_from",
+					(double)from.tv_sec + (double)ms / 1e3);
+	else
+		cJSON_AddNullToObject(o, "history_from");
+	cJSON_AddNumberToObject(o, "history_samples", (double)n);
+	cJSON_AddNumberToObject(o, "history_bytes", (double)bytes);
+}
+
 static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c,
 				      const struct access *acc)
 {
@@ -1143,6 +1165,7 @@ static enum MHD_Result handle_targets(struct http *h, struct MHD_Connection *c,
 				 (uint64_t)t->registered_at.tv_nsec / 1000000);
 		add_time(o, "last_sample_at", atomic_load(&t->last_sample_ms));
 		cJSON_AddBoolToObject(o, "self", t->self);
+		add_history(ts[i], o);
 		cJSON_AddItemToArray(arr, o);
 	}
 	registry_put_all(ts, n);
@@ -1220,6 +1243,47 @@ static enum MHD_Result send_no_sample(struct http *h, struct MHD_Connection *c,
 	return send_json(c, MHD_HTTP_NOT_FOUND, doc);
 }
 
+/* Whether pid is a process (no kernel thread); the rule aside. */
+static bool process_exists(pid_t pid)
+{
+	struct procfs_proc p;
+
+	return procfs_read_proc(pid, &p) == 0 && p.state != 'Z' &&
+	       !(p.flags & PROCFS_PF_KTHREAD);
+}
+
+/*
+ * target_seen() for what is built on the history (diff, profile): a
+ * process the requester may see but that is not sampled (it has no
+ * agent, and --sample-ptrace is off or nobody opened it yet) has no
+ * history, and the 404 says so and what would give it one.
+ */
+static struct target *sampled_seen(struct http *h, struct MHD_Connection *c,
+				   const struct access *acc, pid_t pid,
+				   enum MHD_Result *ret)
+{
+	struct target *t = access_get(h->reg, acc, pid);
+	char why[160];
+
+	if (t && (!t->ptrace || stacks_sampled(h->st, t)))
+		return t;
+	if (!t && (!process_exists(pid) || !access_sees_pid(acc, pid)))
+		return target_seen(h, c, acc, pid, ret);
+	target_put(t);
+	if (h->st->ptrace_spacing_ns)
+		snprintf(why, sizeof(why),
+			 "pid %d is not sampled yet: it has no agent, and "
+			 "--sample-ptrace samples it once it is dumped",
+			 (int)pid);
+	else
+		snprintf(why, sizeof(why),
+			 "pid %d is not sampled: it has no agent (see "
+			 "--sample-ptrace)",
+			 (int)pid);
+	*ret = send_error(c, MHD_HTTP_NOT_FOUND, QUERY_JSON, why);
+	return NULL;
+}
+
 static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 				   const struct access *acc)
 {
@@ -1238,7 +1302,7 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
 	if (cross_site(c)) /* it dumps the process now */
 		return send_cross_site(c, QUERY_JSON);
-	t = target_seen(h, c, acc, q.pid, &ret);
+	t = sampled_seen(h, c, acc, q.pid, &ret);
 	if (!t)
 		return ret;
 	rc = watch_diff(h->st, t, &acc->who, q.since, q.timeout_ms, &doc);
@@ -1275,7 +1339,7 @@ static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c,
 	bad = query_parse_profile(&a, &q);
 	if (bad)
 		return send_error(c, MHD_HTTP_BAD_REQUEST, QUERY_JSON, bad);
-	t = target_seen(h, c, acc, q.pid, &ret);
+	t = sampled_seen(h, c, acc, q.pid, &ret);
 	if (!t)
 		return ret;
 	rc = rolling_profile(t, q.since, q.until, q.cpu, &doc);

@@ -143,6 +143,13 @@ int main(int argc, char **argv)
 	stacks_set_limits(&st, o.symbolize_budget_ms,
 			  (size_t)o.max_history_mib << 20);
 	stacks_set_jit_limit(&st, (size_t)o.max_jit_mib << 20);
+	stacks_set_history(
+		&st, &(struct stacks_history_opts){
+			     .seconds = o.history_seconds,
+			     .sample_interval_ms = o.sample_interval_ms,
+			     .ptrace_interval_ms =
+				     o.sample_ptrace ? o.ptrace_interval_ms : 0,
+		     });
 	notify_set_health(healthy, &st);
 	registry_keep_ptraced(reg, o.sample_ptrace);
 	rc = sched_start(reg, &st, o.sample_interval_ms,

@@ -51,7 +51,10 @@ static const char usage[] =
 	"  --stuck-after SECONDS   flag threads stuck this long (default 10)\n"
 	"  --timeout MS            deadline of one dump (default 1000)\n"
 	"  --max-dump-rate N       dumps per target per second (default 30)\n"
-	"  --history N             samples kept per target (default 60)\n"
+	"  --history-seconds S     how far back each target's samples reach\n"
+	"                          (default 900)\n"
+	"  --history N             and at most this many of them (default:\n"
+	"                          no limit but the time and the memory)\n"
 	"  --max-targets-per-user N\n"
 	"                          registered processes per user, root\n"
 	"                          aside (default 256)\n"
@@ -91,6 +94,7 @@ enum {
 	O_TIMEOUT,
 	O_RATE,
 	O_HISTORY,
+	O_HISTORY_SECONDS,
 	O_MAX_TARGETS,
 	O_MAX_PTRACED,
 	O_MAX_ADDRS,
@@ -121,6 +125,7 @@ static const struct option longopts[] = {
 	{ "timeout", required_argument, NULL, O_TIMEOUT },
 	{ "max-dump-rate", required_argument, NULL, O_RATE },
 	{ "history", required_argument, NULL, O_HISTORY },
+	{ "history-seconds", required_argument, NULL, O_HISTORY_SECONDS },
 	{ "max-targets-per-user", required_argument, NULL, O_MAX_TARGETS },
 	{ "max-ptraced-per-user", required_argument, NULL, O_MAX_PTRACED },
 	{ "max-dump-addresses", required_argument, NULL, O_MAX_ADDRS },
@@ -263,6 +268,8 @@ static int apply(struct options *o, int key, const char *val)
 		return parse_int(val, 1, 1000, &o->max_dump_rate);
 	case O_HISTORY:
 		return parse_int(val, 1, 10000, &o->history);
+	case O_HISTORY_SECONDS:
+		return parse_int(val, 1, 86400, &o->history_seconds);
 	case O_MAX_TARGETS:
 		return parse_int(val, 1, 4096, &o->max_targets_per_user);
 	case O_MAX_PTRACED:
@@ -337,6 +344,8 @@ static const char *expected(int key)
 		return "a number, 1 to 1000";
 	case O_HISTORY:
 		return "a number, 1 to 10000";
+	case O_HISTORY_SECONDS:
+		return "seconds, 1 to 86400";
 	case O_MAX_TARGETS:
 		return "a number, 1 to 4096";
 	case O_MAX_PTRACED:
@@ -484,7 +493,8 @@ static void set_defaults(struct options *o)
 	o->stuck_after_s = 10;
 	o->timeout_ms = SW_DEFAULT_TIMEOUT_MS;
 	o->max_dump_rate = 30;
-	o->history = 60;
+	o->history = 0; /* no count of its own: history_seconds */
+	o->history_seconds = 900;
 	o->max_targets_per_user = 256;
 	o->max_ptraced_per_user = 16;
 	o->max_dump_addresses = 1 << 20;

@@ -29,8 +29,9 @@ struct options {
 	int profile_hz;		/* /debug/pprof/profile's sampling rate */
 	int stuck_after_s;
 	int timeout_ms;
-	int max_dump_rate; /* per target per second */
-	int history;	   /* samples kept per target */
+	int max_dump_rate;   /* per target per second */
+	int history;	     /* samples kept per target at most; 0: no limit */
+	int history_seconds; /* how far back they reach */
 	/* What one user (root aside where said) may cost the daemon. */
 	int max_targets_per_user;  /* registered processes, root aside */
 	int max_ptraced_per_user;  /* ptrace entries, admins aside */

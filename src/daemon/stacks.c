@@ -17,6 +17,7 @@
 #include "modfile.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
+#include "spin.h"
 #include "stacks.h"
 
 const double stacks_buckets[STACKS_NBUCKETS] = {
@@ -46,7 +47,9 @@ int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 	memset(s, 0, sizeof(*s));
 	s->reg = reg;
 	s->min_interval_ns = 1000000000ull / (uint64_t)max_dump_rate;
-	s->history = history > 0 ? (size_t)history : 1;
+	s->history = history > 0 ? (size_t)history : 0;
+	s->history_ns = 900 * 1000000000ull;
+	s->spacing_ns = 750 * 1000000ull; /* 3/4 of the default interval */
 	s->stuck_after_s = stuck_after_s;
 	s->sym_budget_ns = 500 * 1000000ull;
 	s->max_history_bytes = (size_t)256 << 20;
@@ -74,6 +77,26 @@ void stacks_set_limits(struct stacks *s, int symbolize_budget_ms,
 {
 	s->sym_budget_ns = (uint64_t)symbolize_budget_ms * 1000000ull;
 	s->max_history_bytes = max_history_bytes;
+}
+
+void stacks_set_history(struct stacks *s, const struct stacks_history_opts *o)
+{
+	s->history_ns =
+		(uint64_t)(o->seconds > 0 ? o->seconds : 1) * 1000000000ull;
+	/* 3/4 of an interval: a sample a little early is still kept. */
+	s->spacing_ns =
+		(uint64_t)(o->sample_interval_ms > 0 ? o->sample_interval_ms
+						     : 0) *
+		750000ull;
+	s->ptrace_spacing_ns =
+		(uint64_t)(o->ptrace_interval_ms > 0 ? o->ptrace_interval_ms
+						     : 0) *
+		750000ull;
+}
+
+bool stacks_sampled(const struct stacks *s, const struct target *t)
+{
+	return (t->ptrace ? s->ptrace_spacing_ns : s->spacing_ns) != 0;
 }
 
 void stacks_set_jit_limit(struct stacks *s, size_t max_jit_bytes)
@@ -246,19 +269,6 @@ void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
 
 #define GRACE_NS 500000000ull /* as the registry's wait for an agent */
 
-void sdump_get(struct sdump *sd)
-{
-	atomic_fetch_add(&sd->refs, 1);
-}
-
-void sdump_put(struct sdump *sd)
-{
-	if (!sd || atomic_fetch_sub(&sd->refs, 1) != 1)
-		return;
-	sw_dump_free(sd->d);
-	free(sd);
-}
-
 /* What the dump service keeps per target, under dump_lock. */
 struct target_svc {
 	pthread_mutex_t dump_lock;
@@ -268,8 +278,11 @@ struct target_svc {
 	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
 	int last_rc;		  /* its result */
 	struct sdump *last;	  /* its dump, NULL after an error */
-	struct sdump **hist;	  /* the last samples, oldest first */
-	size_t nhist;
+	struct history hist;	  /* the samples kept, oldest first */
+	/* The newest sample is kept only until the next one: a dump asked
+	 * for between two periodic samples, or one too near the last. */
+	bool spare_tail;
+	pid_t agent_tid;      /* the agent's thread, once a dump marked it */
 	size_t hist_bytes;    /* what hist takes, charged to uid */
 	struct stacks *owner; /* whose use hist_bytes is in; NULL: none */
 	uid_t uid;
@@ -330,9 +343,7 @@ static void svc_free(struct target_svc *svc)
 	if (svc->owner)
 		use_refund(svc->owner, svc->uid, svc->hist_bytes);
 	sdump_put(svc->last);
-	for (size_t i = 0; i < svc->nhist; i++)
-		sdump_put(svc->hist[i]);
-	free(svc->hist);
+	history_release(&svc->hist);
 	jitmap_release(&svc->jit);
 	pthread_mutex_destroy(&svc->dump_lock);
 	pthread_cond_destroy(&svc->dump_cond);
@@ -498,50 +509,59 @@ static void apply_history(struct sw_dump *d, uint64_t now,
 	free(idx);
 }
 
-/* Drops the oldest sample of t's history. Called under dump_lock. */
-static void forget_oldest(struct stacks *s, struct target *t)
+/* Gives back what sd, dropped from t's history, took. */
+static void forget(struct stacks *s, struct target *t, struct sdump *sd)
 {
-	struct target_svc *svc = t->svc;
-	struct sdump *old = svc->hist[0];
+	t->svc->hist_bytes -= sd->bytes;
+	use_refund(s, t->uid, sd->bytes);
+	sdump_put(sd);
+}
 
-	svc->hist_bytes -= old->bytes;
-	use_refund(s, t->uid, old->bytes);
-	sdump_put(old);
-	memmove(svc->hist, svc->hist + 1,
-		(svc->nhist -
-		 1) * sizeof(*svc->hist)); // NOLINT(bugprone-sizeof-expression)
-	svc->nhist--;
+/* The least time between two samples t keeps; 0: keeps every one. */
+static uint64_t spacing_of(const struct stacks *s, const struct target *t)
+{
+	return t->ptrace ? s->ptrace_spacing_ns : s->spacing_ns;
 }
 
 /*
- * Appends sd to t's history, dropping the oldest past the limit and past
- * t's share of what its user may keep (max_history_bytes over the user's
- * targets). t keeps at least sd while the user's total allows; else sd is
+ * Appends sd (periodic: a sampler's) to t's history, first dropping a
+ * spare newest sample (the one before sd came only to link it with its
+ * predecessor), then what is older than the history's reach, past its
+ * count, and past t's share of what its user may keep (max_history_bytes
+ * over the user's targets). sd is itself spare when t is sampled and sd
+ * is no periodic sample, or comes within the spacing of the sample
+ * before. t keeps at least sd while the user's total allows; else sd is
  * not kept and STACKS_EHISTORY returned. Called under dump_lock with
  * nsame, the user's target count.
  */
 static int remember(struct stacks *s, struct target *t, struct sdump *sd,
-		    size_t nsame)
+		    size_t nsame, bool periodic)
 {
 	struct target_svc *svc = t->svc;
 	size_t share = s->max_history_bytes / (nsame ? nsame : 1);
+	uint64_t spacing = spacing_of(s, t);
+	struct history *h = &svc->hist;
 	struct stacks_use *u;
+	struct sdump *prev;
+	bool spare;
 	int rc = 0;
 
-	if (!svc->hist) {
-		/* an array of pointers */
-		svc->hist = calloc(
-			s->history,
-			sizeof(*svc->hist)); // NOLINT(bugprone-sizeof-expression)
-		if (!svc->hist)
-			return -ENOMEM;
+	if (!svc->owner) {
 		svc->owner = s;
 		svc->uid = t->uid;
 	}
-	if (svc->nhist == s->history)
-		forget_oldest(s, t);
-	while (svc->nhist && svc->hist_bytes + sd->bytes > share)
-		forget_oldest(s, t);
+	if (svc->spare_tail && h->n)
+		forget(s, t, history_pop_newest(h));
+	svc->spare_tail = false;
+	prev = history_newest(h);
+	spare = prev && spacing &&
+		(!periodic || sd->mono_ns - prev->mono_ns < spacing);
+	while (h->n && sd->mono_ns - history_at(h, 0)->mono_ns > s->history_ns)
+		forget(s, t, history_pop_oldest(h));
+	while (h->n && s->history && h->n >= s->history)
+		forget(s, t, history_pop_oldest(h));
+	while (h->n && svc->hist_bytes + sd->bytes > share)
+		forget(s, t, history_pop_oldest(h));
 	pthread_mutex_lock(&s->use_lock);
 	u = use_entry(s, t->uid);
 	if (!u)
@@ -554,8 +574,13 @@ static int remember(struct stacks *s, struct target *t, struct sdump *sd,
 	if (rc)
 		return rc;
 	sdump_get(sd);
-	svc->hist[svc->nhist++] = sd;
+	if (history_push(h, sd) < 0) {
+		sdump_put(sd);
+		use_refund(s, t->uid, sd->bytes);
+		return -ENOMEM;
+	}
 	svc->hist_bytes += sd->bytes;
+	svc->spare_tail = spare;
 	return 0;
 }
 
@@ -582,17 +607,25 @@ static int fresh_dump(struct stacks *s, struct target *t,
 			rc = -ENOMEM;
 		}
 	}
+	if (rc == 0) {
+		/* The daemon's own threads are never flagged: no need. */
+		if (!t->self)
+			spin_read(t->pid, d);
+		sd->sched_ns = clock_now_ns();
+	}
 	pthread_mutex_lock(&t->svc->dump_lock);
 	if (rc == 0) {
+		pid_t dumper = spin_dumper(d);
+
+		if (dumper)
+			t->svc->agent_tid = dumper;
 		sd->refs = 1;
 		sd->d = d;
 		sd->mono_ns = now;
-		apply_history(d, now,
-			      t->svc->nhist ? t->svc->hist[t->svc->nhist - 1]
-					    : NULL);
+		apply_history(d, now, history_newest(&t->svc->hist));
 		dump_compact(d);
 		sd->bytes = dump_bytes(d) + sizeof(*sd);
-		rc = remember(s, t, sd, nsame);
+		rc = remember(s, t, sd, nsame, (flags & STACKS_SAMPLE) != 0);
 		if (rc < 0) {
 			if (rc == STACKS_EHISTORY)
 				log_info("pid %d of uid %d: its dump of %zu "
@@ -623,11 +656,36 @@ static int fresh_dump(struct stacks *s, struct target *t,
 	return rc;
 }
 
-/* The published result, with a reference; called under dump_lock. */
-static int published(struct target *t, struct sdump **out)
+/*
+ * A sampler served the published dump (one asked for a moment before, or
+ * in flight): that dump is its sample, so when the history keeps it only
+ * as spare and it is spaced from the sample before, it stays. Else a
+ * client asking 30 times a second would leave the history without a
+ * sample. Called under dump_lock.
+ */
+static void promote(const struct stacks *s, struct target *t)
+{
+	const struct history *h = &t->svc->hist;
+	const struct sdump *sd = history_newest(h);
+
+	if (!t->svc->spare_tail || !sd || sd != t->svc->last)
+		return;
+	if (h->n < 2 ||
+	    sd->mono_ns - history_at(h, h->n - 2)->mono_ns >= spacing_of(s, t))
+		t->svc->spare_tail = false;
+}
+
+/*
+ * The published result, with a reference (a sampler's with sample);
+ * called under dump_lock.
+ */
+static int published(const struct stacks *s, struct target *t, bool sample,
+		     struct sdump **out)
 {
 	if (t->svc->last_rc < 0 || !t->svc->last)
 		return t->svc->last_rc < 0 ? t->svc->last_rc : -EAGAIN;
+	if (sample)
+		promote(s, t);
 	sdump_get(t->svc->last);
 	*out = t->svc->last;
 	return 0;
@@ -668,14 +726,14 @@ int stacks_get_flags(struct stacks *s, struct target *t,
 				return -ETIMEDOUT;
 			}
 		}
-		rc = published(t, out);
+		rc = published(s, t, (flags & STACKS_SAMPLE) != 0, out);
 		pthread_mutex_unlock(&t->svc->dump_lock);
 		return rc;
 	}
 	if (t->svc->last_attempt_ns &&
 	    now - t->svc->last_attempt_ns < s->min_interval_ns) {
 		atomic_fetch_add(&s->m.cached, 1);
-		rc = published(t, out);
+		rc = published(s, t, (flags & STACKS_SAMPLE) != 0, out);
 		pthread_mutex_unlock(&t->svc->dump_lock);
 		return rc;
 	}
@@ -779,16 +837,15 @@ struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
 {
 	struct sdump *found = NULL;
 	uint64_t age_ns = (uint64_t)(age_s * 1e9);
+	size_t i;
 
+	if (age_ns > now_ns)
+		return NULL;
 	pthread_mutex_lock(&t->svc->dump_lock);
-	for (size_t i = t->svc->nhist; i-- > 0;) {
-		struct sdump *sd = t->svc->hist[i];
-
-		if (sd->mono_ns <= now_ns && now_ns - sd->mono_ns >= age_ns) {
-			found = sd;
-			sdump_get(found);
-			break;
-		}
+	i = history_find(&t->svc->hist, now_ns - age_ns);
+	if (i != SIZE_MAX) {
+		found = history_at(&t->svc->hist, i);
+		sdump_get(found);
 	}
 	pthread_mutex_unlock(&t->svc->dump_lock);
 	return found;
@@ -797,23 +854,27 @@ struct sdump *stacks_sample_before(struct target *t, uint64_t now_ns,
 int stacks_history(struct target *t, uint64_t from_ns, uint64_t to_ns,
 		   struct sdump ***out, size_t *n)
 {
+	const struct history *h = &t->svc->hist;
 	struct sdump **list;
-	size_t k = 0;
+	size_t k = 0, i;
 
 	*out = NULL;
 	*n = 0;
 	pthread_mutex_lock(&t->svc->dump_lock);
+	/* The first sample at or after from_ns, then on to to_ns. */
+	i = from_ns ? history_find(h, from_ns - 1) : SIZE_MAX;
+	i = i == SIZE_MAX ? 0 : i + 1;
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
-	list = calloc(t->svc->nhist ? t->svc->nhist : 1, sizeof(*list));
+	list = calloc(h->n > i ? h->n - i : 1, sizeof(*list));
 	if (!list) {
 		pthread_mutex_unlock(&t->svc->dump_lock);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < t->svc->nhist; i++) {
-		struct sdump *sd = t->svc->hist[i];
+	for (; i < h->n; i++) {
+		struct sdump *sd = history_at(h, i);
 
-		if (sd->mono_ns < from_ns || sd->mono_ns > to_ns)
-			continue;
+		if (sd->mono_ns > to_ns)
+			break;
 		sdump_get(sd);
 		list[k++] = sd;
 	}
@@ -823,81 +884,126 @@ int stacks_history(struct target *t, uint64_t from_ns, uint64_t to_ns,
 	return 0;
 }
 
-static uint64_t cpu_ms(const struct sw_thread *t)
+void stacks_history_span(struct target *t, size_t *samples,
+			 struct timespec *from, size_t *bytes)
 {
-	return t->utime_ms + t->stime_ms;
+	const struct history *h = &t->svc->hist;
+
+	pthread_mutex_lock(&t->svc->dump_lock);
+	*samples = h->n;
+	*bytes = t->svc->hist_bytes;
+	if (h->n)
+		*from = history_at(h, 0)->d->collected_at;
+	else
+		*from = (struct timespec){ 0 };
+	pthread_mutex_unlock(&t->svc->dump_lock);
+}
+
+/*
+ * The reason thread th of now (t's newest sample) is stuck, or NULL. win
+ * is the newest sample at least stuck_after old (or NULL), widx its
+ * threads by tid.
+ */
+static const char *stuck_reason(const struct stacks *s, const struct sdump *now,
+				const struct sw_thread *th,
+				const struct sdump *win, const size_t *widx)
+{
+	const struct sw_thread *p;
+	uint64_t began;
+
+	if (th->unchanged_s < (double)s->stuck_after_s)
+		return NULL;
+	/* A thread in D cannot run our handler: it times out. */
+	if (th->state == 'D' &&
+	    (th->status == SW_ST_OK || th->status == SW_ST_TIMEOUT))
+		return "blocked-in-kernel";
+	if (th->status != SW_ST_OK || th->state != 'R' || !win || !widx)
+		return NULL;
+	/* The window opens in the same stack (1 ms for the rounding of
+	 * unchanged_s), and the thread wanted the CPU over all of it. */
+	began = now->mono_ns - (uint64_t)(th->unchanged_s * 1e9);
+	if (win->mono_ns + 1000000ull < began)
+		return NULL;
+	p = stacks_find_tid(win->d, widx, th->tid);
+	if (!p || p->status != SW_ST_OK ||
+	    !spin_wanted_cpu(p, win->sched_ns, th, now->sched_ns))
+		return NULL;
+	return "spinning";
+}
+
+/* Whether th, a thread of t's sample d, is one of ours. */
+static bool ours(const struct target *t, const struct sw_dump *d,
+		 const struct sw_thread *th, pid_t agent_tid)
+{
+	if (t->self)
+		return true;
+	return !t->ptrace && spin_is_agent(d, th, agent_tid);
 }
 
 int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 		 struct stuck **out, size_t *n)
 {
-	struct sdump *now = NULL, *prev = NULL;
+	uint64_t after_ns = (uint64_t)s->stuck_after_s * 1000000000ull;
+	struct sdump *now = NULL, *win = NULL;
 	struct stuck *list = NULL;
 	struct locks locks;
-	size_t *idx = NULL, cnt = 0;
+	size_t *idx = NULL, cnt = 0, w;
+	pid_t agent_tid;
+	int rc = -ENOMEM;
 
 	*sd = NULL;
 	*out = NULL;
 	*n = 0;
 	pthread_mutex_lock(&t->svc->dump_lock);
-	if (t->svc->nhist) {
-		now = t->svc->hist[t->svc->nhist - 1];
+	now = history_newest(&t->svc->hist);
+	if (now) {
 		sdump_get(now);
+		w = now->mono_ns > after_ns
+			    ? history_find(&t->svc->hist,
+					   now->mono_ns - after_ns)
+			    : SIZE_MAX;
+		if (w != SIZE_MAX) {
+			win = history_at(&t->svc->hist, w);
+			sdump_get(win);
+		}
 	}
-	if (t->svc->nhist > 1) {
-		prev = t->svc->hist[t->svc->nhist - 2];
-		sdump_get(prev);
-	}
+	agent_tid = t->svc->agent_tid;
 	pthread_mutex_unlock(&t->svc->dump_lock);
 	if (!now)
 		return 0;
 	list = calloc(now->d->nthreads ? now->d->nthreads : 1, sizeof(*list));
-	idx = prev ? stacks_index_by_tid(prev->d) : NULL;
-	if (!list || (prev && !idx)) {
-		free(list);
-		free(idx);
-		sdump_put(now);
-		sdump_put(prev);
-		return -ENOMEM;
-	}
+	idx = win ? stacks_index_by_tid(win->d) : NULL;
+	if (!list || (win && !idx))
+		goto fail;
 	/* A deadlock does not pass: flagged at the first sample that shows
 	 * it, with no --stuck-after wait. */
-	if (locks_analyze(now->d, &locks) < 0) {
-		free(list);
-		free(idx);
-		sdump_put(now);
-		sdump_put(prev);
-		return -ENOMEM;
-	}
+	if (locks_analyze(now->d, &locks) < 0)
+		goto fail;
 	for (size_t i = 0; i < now->d->nthreads; i++) {
-		const struct sw_thread *th = &now->d->threads[i], *p;
+		const struct sw_thread *th = &now->d->threads[i];
+		const char *why;
 
-		if (locks.w && locks.w[i].cycle >= 0) {
-			list[cnt].thread = i;
-			list[cnt++].reason = "deadlock";
+		if (ours(t, now->d, th, agent_tid))
 			continue;
-		}
-		if (th->unchanged_s < (double)s->stuck_after_s)
-			continue;
-		/* A thread in D cannot run our handler: it times out. */
-		if (th->state == 'D' &&
-		    (th->status == SW_ST_OK || th->status == SW_ST_TIMEOUT)) {
+		why = locks.w && locks.w[i].cycle >= 0
+			      ? "deadlock"
+			      : stuck_reason(s, now, th, win, idx);
+		if (why) {
 			list[cnt].thread = i;
-			list[cnt++].reason = "blocked-in-kernel";
-			continue;
-		}
-		p = idx ? stacks_find_tid(prev->d, idx, th->tid) : NULL;
-		if (th->status == SW_ST_OK && th->state == 'R' && p &&
-		    cpu_ms(th) > cpu_ms(p)) {
-			list[cnt].thread = i;
-			list[cnt++].reason = "spinning";
+			list[cnt++].reason = why;
 		}
 	}
 	locks_release(&locks);
 	free(idx);
-	sdump_put(prev);
+	sdump_put(win);
 	*sd = now;
 	*out = list;
 	*n = cnt;
 	return 0;
+fail:
+	free(list);
+	free(idx);
+	sdump_put(now);
+	sdump_put(win);
+	return rc;
 }

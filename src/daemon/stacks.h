@@ -8,9 +8,19 @@
  * flight wait for it instead of starting another (coalescing); a result
  * younger than 1/max_dump_rate s is served again, so no target is dumped
  * more often than that whatever the number of clients or samplers; and
- * the last `history` results are kept (compacted: only each group's
- * representative keeps frames) to tell how long each thread's stack has
- * stayed the same, to flag stuck threads and to answer diffs.
+ * the samples of the last history_seconds are kept (compacted: only each
+ * group's representative keeps frames) to tell how long each thread's
+ * stack has stayed the same, to flag stuck threads, to answer diffs and
+ * to draw the Profile view.
+ *
+ * The history is kept by time, one sample per sampling interval: a
+ * target sampled periodically keeps its periodic samples at least 3/4 of
+ * an interval apart (a profile run's 19 a second do not crowd it), and a
+ * dump asked for in between (the page, the CLI, the API) is kept only as
+ * the newest sample until the next one comes, so no burst of requests
+ * pushes a periodic sample out. A target that is not sampled keeps every
+ * dump it is asked for. Beyond the time, --history N caps the count, and
+ * the user's memory budget the bytes.
  */
 #ifndef SWD_STACKS_H
 #define SWD_STACKS_H
@@ -19,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "history.h"
 #include "model/dump.h"
 #include "modfile.h"
 #include "registry.h"
@@ -50,14 +61,6 @@ struct stacks_metrics {
 	_Atomic uint64_t duration_sum_us;
 };
 
-/* A dump shared by the requests it answers; immutable once published. */
-struct sdump {
-	_Atomic int refs;
-	struct sw_dump *d; /* symbolized, grouped, compacted */
-	uint64_t mono_ns;  /* CLOCK_MONOTONIC when it was taken */
-	size_t bytes;	   /* what it costs to keep (dump_bytes()) */
-};
-
 /* The samples a user keeps, all targets together (stacks.c). */
 struct stacks_use {
 	uid_t uid;
@@ -67,13 +70,13 @@ struct stacks_use {
 /* A dump refused: the user's samples would take more than allowed. */
 #define STACKS_EHISTORY (-21002)
 
-void sdump_get(struct sdump *sd);
-void sdump_put(struct sdump *sd);
-
 struct stacks {
 	struct registry *reg;
-	uint64_t min_interval_ns; /* 1 s / max_dump_rate */
-	size_t history;		  /* samples kept per target */
+	uint64_t min_interval_ns;   /* 1 s / max_dump_rate */
+	size_t history;		    /* samples kept per target; 0: no limit */
+	uint64_t history_ns;	    /* how far back they reach */
+	uint64_t spacing_ns;	    /* agents' periodic samples kept apart */
+	uint64_t ptrace_spacing_ns; /* sampled processes without; 0: none */
 	int stuck_after_s;
 	pthread_mutex_t sym_lock;
 	struct sym *sym;
@@ -96,9 +99,31 @@ struct stacks {
 	struct stacks_metrics m;
 };
 
-/* 0 or -ENOMEM. */
+/* 0 or -ENOMEM. history: samples kept per target at most, 0 no limit. */
 int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 		int history, int stuck_after_s);
+
+/* Sets the history's reach and spacing (stacks_set_history()). */
+struct stacks_history_opts {
+	int seconds;		/* how far back (default 900) */
+	int sample_interval_ms; /* agents' periodic sampling; 0: none */
+	int ptrace_interval_ms; /* processes without the agent; 0: none */
+};
+void stacks_set_history(struct stacks *s, const struct stacks_history_opts *o);
+
+/*
+ * Whether t is sampled periodically: an agent with a sample interval, a
+ * process without the agent with --sample-ptrace (the daemon itself
+ * counts as an agent).
+ */
+bool stacks_sampled(const struct stacks *s, const struct target *t);
+
+/*
+ * What t's history holds: *samples of them, the oldest taken at
+ * *from (CLOCK_REALTIME; zero when none), *bytes of memory.
+ */
+void stacks_history_span(struct target *t, size_t *samples,
+			 struct timespec *from, size_t *bytes);
 void stacks_release(struct stacks *s);
 
 /*
@@ -208,11 +233,14 @@ struct stuck {
 
 /*
  * The threads of t's newest sample that are stuck: stack unchanged for at
- * least stuck_after seconds and either spinning (state R, CPU time rising
- * since the sample before) or blocked in the kernel (state D), and at once
- * the threads of a cycle of lock waits (render/locks.h). *sd gets a
- * reference to that sample (NULL when t has none) and *out a malloc'd
- * array of n entries. Returns 0 or -ENOMEM.
+ * least stuck_after seconds and either spinning (state R, and since the
+ * newest sample at least stuck_after old that had the same stack it
+ * wanted the CPU most of the time: spin.h) or blocked in the kernel
+ * (state D), and at once the threads of a cycle of lock waits
+ * (render/locks.h). Our own threads never are: none of the daemon's, nor
+ * the agent's thread in its process. *sd gets a reference to that sample
+ * (NULL when t has none) and *out a malloc'd array of n entries. Returns
+ * 0 or -ENOMEM.
  */
 int stacks_stuck(struct stacks *s, struct target *t, struct sdump **sd,
 		 struct stuck **out, size_t *n);

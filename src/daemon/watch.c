@@ -432,17 +432,23 @@ void watch_diff_why(struct stacks *s, struct target *t, double since_s,
 	for (size_t i = 0; i < n; i++)
 		sdump_put(list[i]);
 	free(list);
-	/* Sampled periodically, a full history reaches back its size times
-	 * the interval; sampled by requests alone, its oldest stays until
-	 * the history is full. */
-	reach_s = sample_ms > 0 ? (double)s->history * sample_ms / 1000.0
-				: (n < s->history ? since_s : oldest_s);
+	/*
+	 * The history keeps --history-seconds; --history N, when given,
+	 * caps it at N samples, which periodic sampling spaces an interval
+	 * apart; requests alone keep their oldest until the cap is full.
+	 */
+	reach_s = (double)s->history_ns / 1e9;
+	if (s->history && sample_ms > 0 &&
+	    (double)s->history * sample_ms / 1000.0 < reach_s)
+		reach_s = (double)s->history * sample_ms / 1000.0;
+	else if (s->history && sample_ms <= 0 && n >= s->history)
+		reach_s = oldest_s;
 	if (reach_s < since_s) {
 		snprintf(why, size,
-			 "no sample of pid %d is %g s old: the %zu samples of "
-			 "--history reach back about %.0f s; ask for less, or "
-			 "raise --history or --sample-interval",
-			 (int)t->pid, since_s, s->history, reach_s);
+			 "no sample of pid %d is %g s old: the history "
+			 "reaches back about %.0f s (--history-seconds, "
+			 "--history); ask for less, or raise them",
+			 (int)t->pid, since_s, reach_s);
 		return;
 	}
 	*retry_s = (double)(long)(since_s - oldest_s + 0.999);

@@ -334,15 +334,51 @@ static struct sw_frame *copy_frames(struct dump_chunk **mem,
 	return f;
 }
 
+/*
+ * The bytes copy_frames() takes for the representatives of d's groups:
+ * what a compacted dump keeps, in one block of that size rather than in
+ * the blocks of DUMP_CHUNK_MIN and up that mem_alloc() starts with (16 KiB
+ * for every sample of a small process, most of it empty).
+ */
+static size_t compact_size(const struct sw_dump *d)
+{
+	size_t n = 0;
+
+	for (size_t g = 0; g < d->ngroups; g++) {
+		const struct sw_thread *t;
+
+		if (d->groups[g].rep >= d->nthreads)
+			continue;
+		t = &d->threads[d->groups[g].rep];
+		n += t->nframes * sizeof(*t->frames) + DUMP_ALIGN;
+		for (size_t i = 0; i < t->nframes; i++) {
+			if (t->frames[i].function)
+				n += strlen(t->frames[i].function) + 1;
+			if (t->frames[i].file)
+				n += strlen(t->frames[i].file) + 1;
+		}
+	}
+	return n;
+}
+
 void dump_compact(struct sw_dump *d)
 {
 	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
 	struct sw_frame **kept = calloc(d->nthreads ? d->nthreads : 1,
 					sizeof(struct sw_frame *));
 	struct dump_chunk *mem = NULL;
+	size_t need = compact_size(d);
 
 	if (!kept)
 		return; /* keeping everything is correct, only larger */
+	/* One block of the size needed; should it fall short, mem_alloc()
+	 * adds blocks as usual. */
+	mem = need ? malloc(sizeof(*mem) + need) : NULL;
+	if (mem) {
+		mem->used = 0;
+		mem->size = need;
+		mem->next = NULL;
+	}
 	for (size_t g = 0; g < d->ngroups; g++) {
 		size_t rep = d->groups[g].rep;
 

@@ -116,6 +116,12 @@ struct sw_thread {
 	struct sw_wait *wait; /* in a futex wait when caught; owned, or NULL */
 	int group;	      /* index into dump->groups, -1 for none */
 	double unchanged_s;   /* seconds the stack stayed the same; < 0: n/a */
+	/*
+	 * Its schedstat when the daemon kept the dump (ns on a CPU, ns
+	 * runnable but waiting for one), for the watchdog to tell a thread
+	 * that wants the CPU from one only caught running; both 0: unknown.
+	 */
+	uint64_t run_ns, wait_ns;
 };
 
 struct sw_module {

@@ -24,5 +24,6 @@
 #define SW_TF_BUSY 0x40	      /* no loader-gate ticket was free: pc only */
 #define SW_TF_REUSED 0x80     /* not run since the last read: its stack kept */
 #define SW_TF_STACK_CUT 0x100 /* its stack copy stopped short of its end */
+#define SW_TF_DUMPER 0x200    /* the thread that took the dump: the agent's */
 
 #endif /* SW_LIMITS_H */

@@ -422,7 +422,8 @@ static int get_thread(struct wire_in *in, struct sw_thread *t)
 	t->error = wire_get_strdup(in, WIRE_MAX_ERROR);
 	t->flags = wire_get_u32(in) &
 		   (SW_TF_FIRST_EXACT | SW_TF_IN_LOADER | SW_TF_TRUNCATED |
-		    SW_TF_LOW_STACK | SW_TF_CUT | SW_TF_NO_ROOM | SW_TF_BUSY);
+		    SW_TF_LOW_STACK | SW_TF_CUT | SW_TF_NO_ROOM | SW_TF_BUSY |
+		    SW_TF_DUMPER);
 	t->utime_ms = wire_get_u64(in);
 	t->stime_ms = wire_get_u64(in);
 	t->captured_ns = wire_get_u64(in);
