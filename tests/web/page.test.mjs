@@ -438,14 +438,37 @@ test('the Profile view: the history as a flame graph, wall or CPU, and different
 });
 
 test('the Profile view offers only the windows its history covers', async () => {
-  // This daemon's targets do not say how far their history reaches: every window, no error.
-  let page = await open(`/stacks?pid=${small.pid}`);
+  // What this daemon says of its own history, as the page got it: the
+  // windows on offer are those it covers.
+  let page = await context.newPage();
   const windows = () => page.$$eval('.profile-window option', (os) => os.map((o) => `${o.value}:${o.textContent}`));
+  const answer = page.waitForResponse((r) => r.url().endsWith('/api/v1/targets'));
+  await goto(page, `/stacks?pid=${small.pid}`);
+  const res = await answer;
+  const mine = (await res.json()).targets.find((t) => t.pid === small.pid);
+  assert.equal(typeof mine.history_from, 'number', 'history_from is the oldest sample\'s time');
+  assert.ok(mine.history_samples >= 1, `history_samples ${mine.history_samples}`);
+  await page.waitForSelector('.profile-window[data-span]', { state: 'attached' });
+  const span = Date.parse(res.headers().date) / 1000 - mine.history_from;
+  const covered = ['30', '60', '300', '900'].filter((w) => Number(w) <= span + 1);
+  assert.deepEqual((await windows()).map((w) => w.split(':')[0]), [...covered, '86400']);
+  await page.close();
+  // A daemon whose targets do not say it: every window, no error.
+  page = await open(null);
+  await page.route('**/api/v1/targets', async (r) => {
+    const res2 = await r.fetch();
+    const doc = await res2.json();
+    for (const t of doc.targets) {
+      delete t.history_from;
+      delete t.history_samples;
+    }
+    await r.fulfill({ response: res2, json: doc });
+  });
+  await goto(page, `/stacks?pid=${small.pid}`);
   await page.waitForLoadState('networkidle');
   assert.deepEqual((await windows()).map((w) => w.split(':')[0]), ['30', '60', '300', '900', '86400']);
   await page.close();
-  // One that says: 100 s of history, 100 samples. (The daemon's own
-  // answer, with the two fields that such a daemon adds.)
+  // One that says: 100 s of history, 100 samples.
   page = await open(null);
   await page.route('**/api/v1/targets', async (r) => {
     const res = await r.fetch();
@@ -631,12 +654,17 @@ test('the diff view: groups that appeared and vanished, with their stacks; JSON 
   assert.doesNotMatch(await page.textContent('main'), /"changed":|"appeared":/, 'no raw JSON on the page');
   await page.screenshot({ path: path.join(SHOTS, 'diff.png'), fullPage: true });
   await page.close();
-  // No sample an hour old: how long until one is, not a bare 404.
-  const wait = await open(`/stacks?pid=${mover.pid}&view=diff&since=3600`, { strict: false });
+  // No sample 10 minutes old: how long until one is, not a bare 404.
+  const wait = await open(`/stacks?pid=${mover.pid}&view=diff&since=600`, { strict: false });
   await wait.waitForSelector('.diff-wait');
-  assert.match(await wait.textContent('.diff-wait'), /no sample of pid \d+ is 3600 s old yet: the oldest kept is [\d.]+ s old, so one will be in \d+ s/);
+  assert.match(await wait.textContent('.diff-wait'), /no sample of pid \d+ is 600 s old yet: the oldest kept is [\d.]+ s old, so one will be in \d+ s/);
   assert.equal(await wait.locator('.error').count(), 0);
   await wait.close();
+  // An hour is past what the history keeps (15 minutes): it says so.
+  const never = await open(`/stacks?pid=${mover.pid}&view=diff&since=3600`, { strict: false });
+  await never.waitForSelector('.diff-wait');
+  assert.match(await never.textContent('.diff-wait'), /no sample of pid \d+ is 3600 s old: the history reaches back about 900 s/);
+  await never.close();
   mover.kill('SIGKILL');
 });
 
