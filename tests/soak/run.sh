@@ -21,8 +21,10 @@
 #  - the daemon's RSS at the end exceeds its RSS after the warm-up (the
 #    first 60 s, or the first third of a shorter run) by more than 8 MiB
 #    or 10 %, whichever is larger. After the warm-up every bounded
-#    structure is full: each target's history (--history 60 samples is
-#    6 s at 10 Hz), the symbol cache, ASan's quarantine (held to 16 MiB
+#    structure is full: each target's history (--history-seconds 6 here,
+#    60 samples at 10 Hz; the default 15 minutes would fill for 15
+#    minutes, which is growth by design, up to --max-history-mib), the
+#    symbol cache, ASan's quarantine (held to 16 MiB
 #    here, so that freed memory it keeps back does not pass for growth);
 #    what grows after that grows with time, and 10 minutes at this rate
 #    are some 60,000 dumps: a leak of 150 bytes a dump passes 8 MiB.
@@ -122,7 +124,8 @@ $(head -n 60 "$tmp/daemon.err")"
 }
 
 "$swd" --listen 127.0.0.1:0 --agent-socket "$tmp/agent.sock" \
-	--config /dev/null --sample-interval "$interval" --log-level info \
+	--config /dev/null --sample-interval "$interval" --history-seconds 6 \
+	--log-level info \
 	2>"$tmp/daemon.err" &
 daemon_pid=$!
 url=""
