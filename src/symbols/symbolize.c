@@ -1350,6 +1350,39 @@ static int addr_name_cmp(const void *a, const void *b)
 }
 
 /*
+ * The module whose data holds addr: the one whose range does, or else
+ * the nearest below it when addr lies in its .bss past what the file
+ * maps (a range from the process's file mappings ends there; the
+ * module's own segments say how far its memory goes). -1 for none.
+ */
+static int data_module(const struct symctx *c, uint64_t addr)
+{
+	size_t lo = 0, hi = c->nranges;
+	Dwarf_Addr low = 0, high = 0;
+	int mi = range_find(c->ranges, c->nranges, addr);
+
+	if (mi >= 0)
+		return mi;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->ranges[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -1;
+	mi = c->ranges[lo - 1].idx;
+	if (!c->resolved[mi] || !c->mods[mi] ||
+	    !dwfl_module_info(c->mods[mi]->mod, NULL, &low, &high, NULL,
+			      NULL, NULL, NULL))
+		return -1;
+	addr -= c->d->modules[mi].bias;
+	return addr >= low && addr < high ? mi : -1;
+}
+
+/*
  * The global variable (an object symbol with a size) that holds addr,
  * into *out with its name malloc'd; false when none does or out of
  * memory. Only modules the frames already opened are asked: a lock word
@@ -1357,7 +1390,7 @@ static int addr_name_cmp(const void *a, const void *b)
  */
 static bool global_at(struct symctx *c, uint64_t addr, struct sw_addr_name *out)
 {
-	int mi = range_find(c->ranges, c->nranges, addr);
+	int mi = data_module(c, addr);
 	const struct symmod *sm;
 	GElf_Off symoff = 0;
 	GElf_Sym sym;

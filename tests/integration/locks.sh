@@ -128,7 +128,7 @@ else
 fi
 stacks "$apid" text >"$tmp/text"
 if grep -q '^DEADLOCK: abba-[12] ([0-9]*) waits for mutex 0x[0-9a-f]* (abba_[ab]) held by abba-[12] ([0-9]*), which waits for mutex 0x[0-9a-f]* (abba_[ab]) held by abba-[12] ([0-9]*): deadlock$' "$tmp/text" &&
-	grep -q '^chain-1 ([0-9]*): waiting for mutex 0x[0-9a-f]* (chain_m2) held by chain-2 ([0-9]*), which waits for mutex 0x[0-9a-f]* (chain_m3) held by chain-3 ([0-9]*)$' "$tmp/text" &&
+	grep -q '^chain-1 ([0-9]*): waiting for mutex 0x[0-9a-f]* (chain_m2) held by chain-2 ([0-9]*), which waits for mutex 0x[0-9a-f]* (chain_far+0x10000) held by chain-3 ([0-9]*)$' "$tmp/text" &&
 	grep -q '^rw-reader ([0-9]*), rw-reader ([0-9]*): waiting for rwlock (to read) 0x[0-9a-f]* (rw) held by rw-writer ([0-9]*)$' "$tmp/text"; then
 	ok "text: a DEADLOCK line, and the chain chain-1 -> chain-2 -> chain-3 under its group, each wait line naming its threads and its lock's global"
 else
@@ -144,10 +144,10 @@ else
 	grep -n -A1 'threads\{0,1\}: ' "$tmp/text" | head -20 | sed 's/^/# /'
 fi
 # The owner's group says what it holds, as jstack's "- locked <0x...>".
-if grep -q '^chain-3 ([0-9]*): holds mutex 0x[0-9a-f]* (chain_m3), 1 thread waiting$' "$tmp/text" &&
+if grep -q '^chain-3 ([0-9]*): holds mutex 0x[0-9a-f]* (chain_far+0x10000), 1 thread waiting$' "$tmp/text" &&
 	grep -q '^rw-writer ([0-9]*): holds rwlock 0x[0-9a-f]* (rw), 3 threads waiting$' "$tmp/text" &&
 	! grep -q '^cv-waiter.*holds' "$tmp/text"; then
-	ok "text: chain-3 holds mutex (chain_m3), rw-writer holds rwlock (rw) with its 3 waiters"
+	ok "text: chain-3 holds mutex (chain_far+0x10000), rw-writer holds rwlock (rw) with its 3 waiters"
 else
 	nok "text: the owners do not say what they hold"
 	grep -n 'holds' "$tmp/text" | sed 's/^/# /'
