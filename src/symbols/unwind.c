@@ -18,13 +18,11 @@
 #include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/procfs.h>
 #include <sys/reg.h>
 #include <sys/stat.h>
@@ -37,6 +35,7 @@
 #include "model/waitmem.h"
 #include "modopen.h"
 #include "stackwatch.h"
+#include "vdso.h"
 
 #define UNW_SEEN_MAX 64
 
@@ -60,51 +59,16 @@ struct unw {
 	} seen[UNW_SEEN_MAX];
 };
 
-/* A copy of our own vDSO image, made once (vdso_once). */
-static pthread_once_t vdso_once = PTHREAD_ONCE_INIT;
-static void *vdso_copy;
-static size_t vdso_size;
-
-static void copy_vdso(void)
-{
-	unsigned long base = getauxval(AT_SYSINFO_EHDR);
-	size_t size = 0;
-	char line[256];
-	FILE *f;
-
-	if (!base)
-		return;
-	f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long s, e;
-
-		if (strstr(line, "[vdso]") &&
-		    sscanf(line, "%llx-%llx", &s, &e) == 2 && s == base &&
-		    e > s && e - s <= (1u << 20)) {
-			size = (size_t)(e - s);
-			break;
-		}
-	}
-	fclose(f);
-	if (!size)
-		return;
-	vdso_copy = malloc(size);
-	if (!vdso_copy)
-		return;
-	memcpy(vdso_copy, (const void *)base, size);
-	vdso_size = size;
-}
-
 /*
  * Our own vDSO image: the kernel gives every process the same one. Made
  * once, whatever threads unwind at the same time.
  */
 static Elf *self_vdso(void)
 {
-	pthread_once(&vdso_once, copy_vdso);
-	return vdso_copy ? elf_memory(vdso_copy, vdso_size) : NULL;
+	size_t size;
+	const void *image = vdso_self(&size);
+
+	return image ? elf_memory((char *)image, size) : NULL;
 }
 
 /*
