@@ -263,6 +263,7 @@ static int check_exe(const char *exe)
 int cli_dump_core(const char *core, const char *exe, const char *format)
 {
 	struct core_in c = { .fd = -1 };
+	bool cut;
 	struct sw_dump *d = NULL;
 	char why[512] = "";
 	int r;
@@ -280,7 +281,15 @@ int cli_dump_core(const char *core, const char *exe, const char *format)
 	c.fd = open(core, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c.fd >= 0)
 		c.elf = elf_begin(c.fd, ELF_C_READ, NULL);
+	cut = d->core_cut_need != 0;
+	if (cut)
+		cli_error("%s is cut short: it has %llu bytes of the %llu its "
+			  "segments need; stacks may be short",
+			  core, (unsigned long long)d->core_cut_size,
+			  (unsigned long long)d->core_cut_need);
 	r = finish(d, core_sym_open, 0, core_image, &c, format);
+	if (r == CLI_OK && cut)
+		r = CLI_EPARTIAL;
 	if (c.elf)
 		elf_end(c.elf);
 	if (c.fd >= 0)
