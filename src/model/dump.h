@@ -192,6 +192,9 @@ struct sw_dump {
 	/* After symbolization: N of the process's glibc 2.N (the newest
 	 * version its libc defines), 0 when no glibc was seen. */
 	unsigned glibc_minor;
+	/* After symbolization: glibc is linked into the program itself, so
+	 * no libc.so tells its release. */
+	bool glibc_static;
 	/* A core: the signal of its crash, and how much of the file its
 	 * segments need when that is past its end (core_cut_size, the
 	 * file's size, below core_cut_need: the core was cut short). */

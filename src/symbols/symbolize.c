@@ -114,6 +114,7 @@ struct symmod {
 	uint8_t build_id[SW_BUILD_ID_MAX]; /* read from the file */
 	uint32_t build_id_len;
 	unsigned glibc_minor; /* N of its newest GLIBC_2.N: glibc itself */
+	bool glibc_static;    /* a program with glibc linked in statically */
 	struct slot *slots;   /* cached records by looked-up offset */
 	size_t nslots;	      /* power of two, or 0 before the first insert */
 	size_t nused;
@@ -614,6 +615,39 @@ static unsigned glibc_minor(Elf *elf)
 }
 
 /*
+ * Whether elf is a program linked statically with glibc: no program
+ * interpreter and no dynamic section (so no libc.so of its own to tell
+ * the release by), and glibc's static start-up (__libc_setup_tls, which
+ * neither musl nor Go has) in its symbol table.
+ */
+static bool glibc_static(Dwfl_Module *mod, Elf *elf)
+{
+	size_t nph;
+	int n;
+
+	if (elf_getphdrnum(elf, &nph) != 0)
+		return false;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) &&
+		    (ph.p_type == PT_INTERP || ph.p_type == PT_DYNAMIC))
+			return false;
+	}
+	n = dwfl_module_getsymtab(mod);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		const char *name = dwfl_module_getsym(mod, i, &sym, NULL);
+
+		if (name && GELF_ST_TYPE(sym.st_info) == STT_FUNC &&
+		    sym.st_shndx != SHN_UNDEF &&
+		    strcmp(name, "__libc_setup_tls") == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Starts the libdwfl session of the file open in sm->fd (or of the image
  * in sm->image; either taken over), which must be an ELF executable or shared
  * object whose inflated sections stay bounded. Reads its build-id. Returns 0 or
@@ -657,6 +691,7 @@ static int module_open(struct sym *s, struct symmod *sm)
 		sm->build_id_len = (uint32_t)n;
 	}
 	sm->glibc_minor = glibc_minor(elf);
+	sm->glibc_static = !sm->glibc_minor && glibc_static(sm->mod, elf);
 	dwarf_prepare(sm);
 	return 0;
 
@@ -1510,6 +1545,43 @@ static int name_waits(struct symctx *c)
 }
 
 /*
+ * Whether path's file name is glibc's shared libc: libc.so.6, or the
+ * libc-2.N.so it was before 2.34.
+ */
+static bool libc_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return strncmp(base, "libc.so", 7) == 0 ||
+	       (strncmp(base, "libc-2.", 7) == 0 && strstr(base, ".so"));
+}
+
+/*
+ * Opens the process's libc when no frame did, so that its release is
+ * known: a Go program's threads, say, map glibc through cgo but sleep in
+ * the Go runtime, never in libc. 0 or -ENOMEM.
+ */
+static int resolve_libc(struct symctx *c)
+{
+	for (size_t i = 0; i < c->d->nmodules; i++) {
+		const struct sw_module *m = &c->d->modules[i];
+		int rc;
+
+		if (c->resolved[i] && c->mods[i] && c->mods[i]->glibc_minor)
+			return 0;
+		if (c->resolved[i] || !m->path || !libc_name(m->path) ||
+		    past_deadline(c))
+			continue;
+		rc = module_get(c->s, m, &c->mods[i]);
+		if (rc)
+			return rc;
+		c->resolved[i] = true;
+	}
+	return 0;
+}
+
+/*
  * See symbolize.h. Module ranges are sorted once per dump for a binary
  * search per ip; modules are resolved to sessions on first use, so an
  * unused module is never opened. The hot path per ip is one lookup in the
@@ -1568,14 +1640,18 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 			break;
 	}
 	if (!rc && symbols)
+		rc = resolve_libc(&c);
+	if (!rc && symbols)
 		rc = name_waits(&c);
 	if (!rc) {
 		d->symbolized = symbols;
 		d->symbols_partial = c.cut;
 		for (size_t i = 0; c.resolved && i < d->nmodules; i++)
-			if (c.resolved[i] && c.mods[i] &&
-			    c.mods[i]->glibc_minor > d->glibc_minor)
-				d->glibc_minor = c.mods[i]->glibc_minor;
+			if (c.resolved[i] && c.mods[i]) {
+				if (c.mods[i]->glibc_minor > d->glibc_minor)
+					d->glibc_minor = c.mods[i]->glibc_minor;
+				d->glibc_static |= c.mods[i]->glibc_static;
+			}
 	}
 out_free:
 	free(c.scratch.f);
