@@ -1559,12 +1559,19 @@ static bool libc_name(const char *path)
 
 /*
  * Opens the process's libc when no frame did, so that its release is
- * known: a Go program's threads, say, map glibc through cgo but sleep in
+ * known when a thread waits on a futex (locks.h reads lock owners by
+ * it): a Go program's threads, say, map glibc through cgo but sleep in
  * the Go runtime, never in libc. 0 or -ENOMEM.
  */
 static int resolve_libc(struct symctx *c)
 {
-	for (size_t i = 0; i < c->d->nmodules; i++) {
+	bool waits = false;
+
+	/* Only the lock owners of futex waits want the release. */
+	for (size_t i = 0; i < c->d->nthreads && !waits; i++)
+		waits = c->d->threads[i].wait &&
+			c->d->threads[i].status == SW_ST_OK;
+	for (size_t i = 0; waits && i < c->d->nmodules; i++) {
 		const struct sw_module *m = &c->d->modules[i];
 		int rc;
 
