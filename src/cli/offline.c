@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <libelf.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,11 +22,13 @@
 #include "render/render.h"
 #include "kread/ksnap.h"
 #include "snapshot/snapshot.h"
+#include "symbols/corefile.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
 #include "symbols/modopen.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
+#include "symbols/vdso.h"
 
 #define OFFLINE_TIMEOUT_MS 5000
 #define OFFLINE_MAX_FILE (1ull << 30)
@@ -83,6 +86,30 @@ static int core_sym_open(void *arg, const struct sw_module *m)
 	return modopen_resolved(m->path, NULL);
 }
 
+/* The vDSO's image, read from the traced process's memory. */
+static int live_image(void *arg, const struct sw_module *m, void **image,
+		      size_t *size)
+{
+	return vdso_read_live((pid_t)(intptr_t)arg, m->start, m->end, image,
+			      size);
+}
+
+/* A core file, open for the symbolizer's images. */
+struct core_in {
+	int fd;
+	Elf *elf;
+};
+
+/* The vDSO's image, from the core's copy of it. */
+static int core_image(void *arg, const struct sw_module *m, void **image,
+		      size_t *size)
+{
+	const struct core_in *c = arg;
+
+	return c->elf ? corefile_image(c->elf, c->fd, m->start, image, size)
+		      : -ENOENT;
+}
+
 static int print(struct sw_dump *d, const char *format)
 {
 	char *out = NULL;
@@ -134,17 +161,20 @@ static void name_jit_frames(struct sw_dump *d, pid_t pid)
 }
 
 /*
- * Symbolizes (module files opened by open_fn, given root_pid), groups and
- * prints d; frees it.
+ * Symbolizes (module files opened by open_fn, given root_pid; images of
+ * modules without one by image_fn, given image_arg), groups and prints
+ * d; frees it.
  */
 static int finish(struct sw_dump *d, sym_open_fn open_fn, pid_t root_pid,
-		  const char *format)
+		  sym_image_fn image_fn, void *image_arg, const char *format)
 {
 	struct sym *sym = NULL;
 	int r = sym_new(open_fn, (void *)(intptr_t)root_pid, &sym);
 
-	if (r == 0)
+	if (r == 0) {
+		sym_set_image_fn(sym, image_fn, image_arg);
 		r = sym_dump(sym, d, true);
+	}
 	if (r == 0 && root_pid > 0)
 		name_jit_frames(d, root_pid);
 	if (r == 0)
@@ -195,7 +225,8 @@ int cli_dump_local(long pid, const char *format)
 		return CLI_EDAEMON;
 	}
 	d->timeout_ms = OFFLINE_TIMEOUT_MS;
-	return finish(d, sym_open, (pid_t)pid, format);
+	return finish(d, sym_open, (pid_t)pid, live_image,
+		      (void *)(intptr_t)pid, format);
 }
 
 /*
@@ -231,6 +262,8 @@ static int check_exe(const char *exe)
 
 int cli_dump_core(const char *core, const char *exe, const char *format)
 {
+	struct core_in c = { .fd = -1 };
+	bool cut;
 	struct sw_dump *d = NULL;
 	char why[512] = "";
 	int r;
@@ -245,5 +278,21 @@ int cli_dump_core(const char *core, const char *exe, const char *format)
 			  exe ? ", and the program it was dumped from" : "");
 		return CLI_EDAEMON;
 	}
-	return finish(d, core_sym_open, 0, format);
+	c.fd = open(core, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (c.fd >= 0)
+		c.elf = elf_begin(c.fd, ELF_C_READ, NULL);
+	cut = d->core_cut_need != 0;
+	if (cut)
+		cli_error("%s is cut short: it has %llu bytes of the %llu its "
+			  "segments need; stacks may be short",
+			  core, (unsigned long long)d->core_cut_size,
+			  (unsigned long long)d->core_cut_need);
+	r = finish(d, core_sym_open, 0, core_image, &c, format);
+	if (r == CLI_OK && cut)
+		r = CLI_EPARTIAL;
+	if (c.elf)
+		elf_end(c.elf);
+	if (c.fd >= 0)
+		close(c.fd);
+	return r;
 }

@@ -31,8 +31,7 @@
 #include "stackwatch.h"
 #include "symbols/modopen.h"
 
-/* Whether the process pinned by pidfd is still there (-1: not pinned). */
-static bool still_there(int pidfd)
+bool modfile_still_there(int pidfd)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
@@ -68,7 +67,7 @@ int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out)
 	 * What was read is the pinned process's only if it is still there:
 	 * gone, its pid may name another process already.
 	 */
-	if (!rc && !still_there(pidfd)) {
+	if (!rc && !modfile_still_there(pidfd)) {
 		procmaps_release(&out->pm);
 		rc = -ESRCH;
 	}
@@ -151,7 +150,7 @@ static int open_mapping(const struct modfile_maps *mm, const struct procmap *mp)
 		close(fd);
 		return -EPERM;
 	}
-	if (!still_there(mm->pidfd)) {
+	if (!modfile_still_there(mm->pidfd)) {
 		close(fd);
 		return -ESRCH;
 	}

@@ -42,6 +42,9 @@ void modfile_pass_begin(void);
 void modfile_pass_put(struct modfile_maps *mm);
 int modfile_pass_take(pid_t pid, int pidfd, struct modfile_maps *out);
 
+/* Whether the process pinned by pidfd is still there (-1: not pinned). */
+bool modfile_still_there(int pidfd);
+
 /*
  * Opens the file behind module m, read-only, for the symbolizer: the
  * process's own file mapping at m's start (never m's path), a regular

@@ -17,6 +17,7 @@
 #include "modfile.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
+#include "symbols/vdso.h"
 #include "spin.h"
 #include "stacks.h"
 
@@ -41,6 +42,27 @@ static int open_module(void *arg, const struct sw_module *m)
 	return s->sym_mm_rc == 0 ? modfile_open(&s->sym_mm, m) : -ESRCH;
 }
 
+/*
+ * The vDSO's image, read from the target's memory and kept only if the
+ * process pinned at registration is still the one read.
+ */
+static int image_module(void *arg, const struct sw_module *m, void **image,
+			size_t *size)
+{
+	struct stacks *s = arg;
+	int r;
+
+	if (!s->sym_active)
+		return -ESRCH;
+	r = vdso_read_live(s->sym_pid, m->start, m->end, image, size);
+	if (r == 0 && !modfile_still_there(s->sym_pidfd)) {
+		free(*image);
+		*image = NULL;
+		r = -ESRCH;
+	}
+	return r;
+}
+
 int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 		int history, int stuck_after_s)
 {
@@ -57,7 +79,10 @@ int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 	pthread_mutex_init(&s->use_lock, NULL);
 	if (jitcache_new(STACKS_DEFAULT_JIT_BYTES, &s->jit) < 0)
 		return -ENOMEM;
-	return sym_new(open_module, s, &s->sym);
+	if (sym_new(open_module, s, &s->sym) != 0)
+		return -ENOMEM;
+	sym_set_image_fn(s->sym, image_module, s);
+	return 0;
 }
 
 void stacks_release(struct stacks *s)

@@ -269,6 +269,9 @@ int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out)
 	c->method = d->method;
 	c->paused_us_max = d->paused_us_max;
 	c->paused_us_total = d->paused_us_total;
+	c->core_signal = d->core_signal;
+	c->core_cut_size = d->core_cut_size;
+	c->core_cut_need = d->core_cut_need;
 	c->threads = calloc(d->nthreads ? d->nthreads : 1, sizeof(*c->threads));
 	c->modules = calloc(d->nmodules ? d->nmodules : 1, sizeof(*c->modules));
 	if (!c->threads || !c->modules)

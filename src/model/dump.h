@@ -160,6 +160,19 @@ enum sw_method {
 	SW_METHOD_CORE,	     /* a core file */
 };
 
+/*
+ * What a core file says of the crash that made it (none for a core
+ * taken of a running process, as gcore's are): the fatal signal, as the
+ * kernel's NT_SIGINFO note and the crashing thread's pr_cursig give it.
+ */
+struct sw_core_signal {
+	int number;    /* 0: the core says of no fatal signal */
+	int code;      /* si_code */
+	bool has_addr; /* a fault's signal: addr is the faulting address */
+	uint64_t addr;
+	pid_t tid; /* the thread that got it; 0: not known */
+};
+
 struct sw_dump {
 	pid_t pid;
 	char comm[SW_COMM_MAX];
@@ -179,6 +192,14 @@ struct sw_dump {
 	/* After symbolization: N of the process's glibc 2.N (the newest
 	 * version its libc defines), 0 when no glibc was seen. */
 	unsigned glibc_minor;
+	/* After symbolization: glibc is linked into the program itself, so
+	 * no libc.so tells its release. */
+	bool glibc_static;
+	/* A core: the signal of its crash, and how much of the file its
+	 * segments need when that is past its end (core_cut_size, the
+	 * file's size, below core_cut_need: the core was cut short). */
+	struct sw_core_signal core_signal;
+	uint64_t core_cut_size, core_cut_need;
 	size_t nthreads;
 	struct sw_thread *threads;
 	size_t nmodules;

@@ -293,6 +293,11 @@ static const char *unsupported(const struct sw_dump *d)
 			return "lock owners are read from glibc's locks; this "
 			       "process uses musl";
 	}
+	if (d->glibc_minor == 0 && d->glibc_static)
+		return "lock owners are read from glibc's locks; this "
+		       "program has glibc linked in statically, and which "
+		       "release it is (their lock layouts differ) cannot be "
+		       "told without its shared libc";
 	if (d->glibc_minor == 0)
 		return "lock owners are read from glibc's locks; no glibc "
 		       "was found in this process";

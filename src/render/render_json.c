@@ -28,6 +28,7 @@
 
 #include "model/buf.h"
 #include "model/utf8.h"
+#include "coresig.h"
 #include "locks.h"
 #include "render.h"
 
@@ -732,6 +733,58 @@ void render_iso_time(const struct timespec *ts, char *buf, size_t size)
 		       (long)(ts->tv_nsec / 1000000) % 1000);
 }
 
+/*
+ * A core's "signal": {"number", "name", "code", "code_name", "address"}
+ * of its crash (names and address null when unknown), or null for a core
+ * taken of a running process.
+ */
+static cJSON *signal_json(const struct sw_dump *d)
+{
+	const struct sw_core_signal *cs = &d->core_signal;
+	const char *name = coresig_name(cs->number);
+	const char *code = coresig_code_name(cs->number, cs->code);
+	cJSON *o;
+
+	if (!cs->number)
+		return cJSON_CreateNull();
+	o = cJSON_CreateObject();
+	if (o && add_int(o, "number", cs->number) &&
+	    add_item(o, "name",
+		     name ? cJSON_CreateStringReference(name)
+			  : cJSON_CreateNull()) &&
+	    add_int(o, "code", cs->code) &&
+	    add_item(o, "code_name",
+		     code ? cJSON_CreateStringReference(code)
+			  : cJSON_CreateNull()) &&
+	    (cs->has_addr ? add_hex(o, "address", cs->addr) != NULL
+			  : add_item(o, "address", cJSON_CreateNull()) != NULL))
+		return o;
+	cJSON_Delete(o);
+	return NULL;
+}
+
+/*
+ * A core's own fields: its crash's "signal" and "crashed_tid" (both null
+ * for a core of a running process), and "core_truncated": {"file_size",
+ * "needed"} when the file was cut short.
+ */
+static bool add_core(cJSON *o, const struct sw_dump *d)
+{
+	cJSON *cut;
+
+	if (!add_item(o, "signal", signal_json(d)) ||
+	    !add_item(o, "crashed_tid",
+		      d->core_signal.number && d->core_signal.tid
+			      ? int_item(d->core_signal.tid)
+			      : cJSON_CreateNull()))
+		return false;
+	if (!d->core_cut_need)
+		return true;
+	cut = add_item(o, "core_truncated", cJSON_CreateObject());
+	return cut && add_uint(cut, "file_size", d->core_cut_size) &&
+	       add_uint(cut, "needed", d->core_cut_need);
+}
+
 /* Adds the process fields before "threads". Returns false on no memory. */
 static bool add_header(cJSON *o, const struct sw_dump *d)
 {
@@ -754,6 +807,7 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	       (d->method != SW_METHOD_PTRACE ||
 		(add_uint(o, "paused_us_max", d->paused_us_max) &&
 		 add_uint(o, "paused_us_total", d->paused_us_total))) &&
+	       (d->method != SW_METHOD_CORE || add_core(o, d)) &&
 	       (!d->symbols_partial ||
 		add_item(o, "symbols_partial", cJSON_CreateTrue())) &&
 	       (!d->jit_map_refused ||

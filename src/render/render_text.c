@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "model/buf.h"
+#include "coresig.h"
 #include "locks.h"
 #include "render.h"
 
@@ -445,6 +446,41 @@ static int tid_cmp(const void *a, const void *b, void *arg)
 }
 
 /*
+ * A crash's core: the signal that ended the process, as gdb opens with
+ * it, with its code, the faulting address and the thread that got it.
+ * A core cut short: what is missing.
+ */
+static void put_core(struct out *o, const struct sw_dump *d)
+{
+	const struct sw_core_signal *cs = &d->core_signal;
+	const char *name = coresig_name(cs->number);
+	const char *text = coresig_text(cs->number);
+	const char *code = coresig_code_name(cs->number, cs->code);
+
+	if (cs->number) {
+		if (name)
+			put(o, "Program terminated with signal %s, %s", name,
+			    text);
+		else
+			put(o, "Program terminated with signal %d", cs->number);
+		if (code)
+			put(o, " (%s", code);
+		else
+			put(o, " (code %d", cs->code);
+		if (cs->has_addr)
+			put(o, ", address 0x%" PRIx64, cs->addr);
+		put(o, "), in thread %d.\n", (int)cs->tid);
+	}
+	put(o, "(from a core file)\n");
+	if (d->core_cut_need)
+		put(o,
+		    "(the core file is cut short: it has %" PRIu64
+		    " bytes of the %" PRIu64 " its segments need; memory "
+		    "past its end is unknown, so stacks may be short)\n",
+		    d->core_cut_size, d->core_cut_need);
+}
+
+/*
  * See render.h. *out is a malloc'd string the caller frees. Returns 0,
  * -ENOMEM, or SW_ETOOBIG past TEXT_MAX bytes; reads d only.
  */
@@ -479,7 +515,7 @@ int render_text(const struct sw_dump *d, char **out)
 		    "%" PRIu64 " us, %" PRIu64 " us in all)\n",
 		    d->paused_us_max, d->paused_us_total);
 	else if (d->method == SW_METHOD_CORE)
-		put(&o, "(from a core file)\n");
+		put_core(&o, d);
 	put_methods(&o, d);
 	if (d->symbols_partial)
 		put(&o, "(symbolizing stopped at its time budget: some frames "

@@ -520,33 +520,46 @@ static int file_note(const void *desc, size_t size, void *arg)
 	return 1;
 }
 
+int corefile_image(Elf *core, int fd, uint64_t addr, void **image, size_t *size)
+{
+	size_t nph, n = 0;
+
+	*image = NULL;
+	if (elf_getphdrnum(core, &nph) != 0)
+		return -ENOENT;
+	for (size_t i = 0; i < nph && !n; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(core, (int)i, &ph) && ph.p_type == PT_LOAD &&
+		    addr >= ph.p_vaddr && addr - ph.p_vaddr < ph.p_filesz)
+			n = (size_t)(ph.p_filesz - (addr - ph.p_vaddr));
+	}
+	if (!n || n > CORE_MAX_VDSO)
+		return -ENOENT;
+	*image = malloc(n);
+	if (!*image)
+		return -ENOMEM;
+	if (corefile_read(core, fd, addr, *image, n) != 0) {
+		free(*image);
+		*image = NULL;
+		return -ENOENT;
+	}
+	*size = n;
+	return 0;
+}
+
 /* The vDSO, copied whole from the core. Nothing without it. */
 static int add_vdso(struct scan *sc)
 {
 	struct coremod cm = { .fd = -1 };
-	size_t nph, size = 0;
 	struct hdrs h;
 	uint64_t bias;
+	int r = corefile_image(sc->core, sc->fd, sc->sysinfo, &cm.image,
+			       &cm.image_size);
 
-	if (elf_getphdrnum(sc->core, &nph) != 0)
-		return 0;
-	for (size_t i = 0; i < nph && !size; i++) {
-		GElf_Phdr ph;
-
-		if (gelf_getphdr(sc->core, (int)i, &ph) &&
-		    ph.p_type == PT_LOAD && sc->sysinfo >= ph.p_vaddr &&
-		    sc->sysinfo - ph.p_vaddr < ph.p_filesz)
-			size = (size_t)(ph.p_filesz -
-					(sc->sysinfo - ph.p_vaddr));
-	}
-	if (!size || size > CORE_MAX_VDSO)
-		return 0;
-	cm.image = malloc(size);
-	if (!cm.image)
-		return -ENOMEM;
-	cm.image_size = size;
-	if (corefile_read(sc->core, sc->fd, sc->sysinfo, cm.image, size) != 0 ||
-	    mem_hdrs(cm.image, size, &h) != 0 ||
+	if (r == -ENOMEM)
+		return r;
+	if (r != 0 || mem_hdrs(cm.image, cm.image_size, &h) != 0 ||
 	    bias_at(&h, sc->sysinfo, sc->page, &bias) != 0 ||
 	    layout(&h, bias, &cm) != 0) {
 		coremod_release(&cm);

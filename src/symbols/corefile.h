@@ -28,6 +28,15 @@ int corefile_notes(Elf *core, uint32_t type, size_t size,
  */
 int corefile_read(Elf *core, int fd, uint64_t addr, void *buf, size_t len);
 
+/*
+ * Copies the core's segment that holds addr, from addr to the end of
+ * what the core holds of it (at most 1 MiB: an image such as the vDSO's)
+ * into *image (malloc'd, the caller frees) and *size. Returns 0,
+ * -ENOENT when the core holds no such copy, or -ENOMEM.
+ */
+int corefile_image(Elf *core, int fd, uint64_t addr, void **image,
+		   size_t *size);
+
 struct corefile;
 
 /*

@@ -63,6 +63,7 @@
 #include "symbolize.h"
 #include "symrec.h"
 #include "symtab.h"
+#include "vdso.h"
 
 #define SYM_MAX_INFLATED (512ULL << 20) /* compressed sections, inflated */
 #define SYM_MAX_MINIDEBUG (64ULL << 20) /* .gnu_debugdata, inflated */
@@ -84,8 +85,13 @@ struct slot {
 	struct symrec *rec; /* NULL marks an empty slot */
 };
 
-/* What tells one file from another, as fstat says. */
+/*
+ * What tells one file from another, as fstat says; for an image (the
+ * vDSO's, which has no file) its size and a hash of its bytes, which
+ * are compared whole besides.
+ */
 struct fileid {
+	bool image;
 	dev_t dev;
 	ino_t ino;
 	off_t size;
@@ -108,12 +114,16 @@ struct symmod {
 	uint8_t build_id[SW_BUILD_ID_MAX]; /* read from the file */
 	uint32_t build_id_len;
 	unsigned glibc_minor; /* N of its newest GLIBC_2.N: glibc itself */
+	bool glibc_static;    /* a program with glibc linked in statically */
 	struct slot *slots;   /* cached records by looked-up offset */
 	size_t nslots;	      /* power of two, or 0 before the first insert */
 	size_t nused;
 	/* Handed over to libdwfl by find_elf while the session opens. */
 	int fd;
 	Elf *elf;
+	void *image; /* an image without a file, ours; or NULL */
+	/* (kept while the session lives: its identity is its bytes) */
+	size_t image_size;
 	char name[64]; /* libdwfl's name of the module: no path */
 };
 
@@ -126,6 +136,8 @@ struct modlist {
 struct sym {
 	sym_open_fn open_fn;
 	void *open_arg;
+	sym_image_fn image_fn; /* NULL: only our own vDSO's image */
+	void *image_arg;
 	struct symmod *buckets[SYM_MOD_BUCKETS];
 	struct modlist live;   /* sessions */
 	struct modlist failed; /* files that are no module we can read */
@@ -319,7 +331,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 	(void)mod;
 	(void)modname;
 	(void)base;
-	if (!sm || sm->fd < 0 || !sm->elf)
+	if (!sm || !sm->elf || (sm->fd < 0 && !sm->image))
 		return -1;
 	*file_name = strdup(sm->name);
 	if (!*file_name)
@@ -603,10 +615,43 @@ static unsigned glibc_minor(Elf *elf)
 }
 
 /*
- * Starts the libdwfl session of the file open in sm->fd (taken over),
- * which must be an ELF executable or shared object whose inflated
- * sections stay bounded. Reads its build-id. Returns 0 or a negative
- * errno (then sm has no session). May block on file I/O.
+ * Whether elf is a program linked statically with glibc: no program
+ * interpreter and no dynamic section (so no libc.so of its own to tell
+ * the release by), and glibc's static start-up (__libc_setup_tls, which
+ * neither musl nor Go has) in its symbol table.
+ */
+static bool glibc_static(Dwfl_Module *mod, Elf *elf)
+{
+	size_t nph;
+	int n;
+
+	if (elf_getphdrnum(elf, &nph) != 0)
+		return false;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) &&
+		    (ph.p_type == PT_INTERP || ph.p_type == PT_DYNAMIC))
+			return false;
+	}
+	n = dwfl_module_getsymtab(mod);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		const char *name = dwfl_module_getsym(mod, i, &sym, NULL);
+
+		if (name && GELF_ST_TYPE(sym.st_info) == STT_FUNC &&
+		    sym.st_shndx != SHN_UNDEF &&
+		    strcmp(name, "__libc_setup_tls") == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Starts the libdwfl session of the file open in sm->fd (or of the image
+ * in sm->image; either taken over), which must be an ELF executable or shared
+ * object whose inflated sections stay bounded. Reads its build-id. Returns 0 or
+ * a negative errno (then sm has no session). May block on file I/O.
  */
 static int module_open(struct sym *s, struct symmod *sm)
 {
@@ -618,7 +663,8 @@ static int module_open(struct sym *s, struct symmod *sm)
 	int rc, n;
 
 	rc = -EINVAL;
-	sm->elf = elf_begin(sm->fd, ELF_C_READ, NULL);
+	sm->elf = sm->image ? elf_memory(sm->image, sm->image_size)
+			    : elf_begin(sm->fd, ELF_C_READ, NULL);
 	if (!sm->elf || elf_range(sm->elf, &lo, &hi) ||
 	    !inflation_bounded(sm->elf))
 		goto out_close;
@@ -627,8 +673,8 @@ static int module_open(struct sym *s, struct symmod *sm)
 	if (!sm->dwfl)
 		goto out_close;
 	dwfl_report_begin(sm->dwfl);
-	snprintf(sm->name, sizeof(sm->name), "[file %llu:%llu]",
-		 (unsigned long long)sm->fid.dev,
+	snprintf(sm->name, sizeof(sm->name), "[%s %llu:%llu]",
+		 sm->image ? "image" : "file", (unsigned long long)sm->fid.dev,
 		 (unsigned long long)sm->fid.ino);
 	sm->mod = dwfl_report_module(sm->dwfl, sm->name, lo, hi);
 	if (!sm->mod || dwfl_report_end(sm->dwfl, NULL, NULL))
@@ -645,6 +691,7 @@ static int module_open(struct sym *s, struct symmod *sm)
 		sm->build_id_len = (uint32_t)n;
 	}
 	sm->glibc_minor = glibc_minor(elf);
+	sm->glibc_static = !sm->glibc_minor && glibc_static(sm->mod, elf);
 	dwarf_prepare(sm);
 	return 0;
 
@@ -663,10 +710,28 @@ static void fileid_of(const struct stat *st, struct fileid *fid)
 	fid->ctime = st->st_ctim;
 }
 
+/* An image's identity: its size and a hash of its bytes. */
+static void fileid_of_image(const void *image, size_t size, struct fileid *fid)
+{
+	const unsigned char *p = image;
+	uint64_t h = size;
+
+	memset(fid, 0, sizeof(*fid));
+	for (size_t i = 0; i < size; i += 8) {
+		uint64_t w = 0;
+
+		memcpy(&w, p + i, size - i < 8 ? size - i : 8);
+		h = mix64(h ^ w);
+	}
+	fid->image = true;
+	fid->ino = (ino_t)h;
+	fid->size = (off_t)size;
+}
+
 static bool fileid_eq(const struct fileid *a, const struct fileid *b)
 {
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime.tv_sec == b->mtime.tv_sec &&
+	return a->image == b->image && a->dev == b->dev && a->ino == b->ino &&
+	       a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
 	       a->mtime.tv_nsec == b->mtime.tv_nsec &&
 	       a->ctime.tv_sec == b->ctime.tv_sec &&
 	       a->ctime.tv_nsec == b->ctime.tv_nsec;
@@ -717,6 +782,7 @@ static void module_evict(struct sym *s, struct modlist *l, struct symmod *sm)
 	*pp = sm->next;
 	list_unlink(l, sm);
 	module_close(s, sm);
+	free(sm->image); /* after libdwfl's Elf on it */
 	free(sm);
 }
 
@@ -737,43 +803,102 @@ static void list_trim(struct sym *s, struct modlist *l, size_t max)
  * be opened or read as a module, or when m claims a build-id that is not
  * its file's. Returns 0 or -ENOMEM. Blocks on file I/O.
  */
+/*
+ * The image of m, a module without a file (the vDSO): from the caller's
+ * image function, else our own when m claims its build-id. 0, or a
+ * negative errno (none to be had).
+ */
+static int image_get(struct sym *s, const struct sw_module *m, void **image,
+		     size_t *size)
+{
+	int r = -ENOENT;
+
+	*image = NULL;
+	if (s->image_fn)
+		r = s->image_fn(s->image_arg, m, image, size);
+	if (r == 0 && *image && *size > 0 && *size <= VDSO_MAX)
+		return 0;
+	free(*image);
+	*image = NULL;
+	return vdso_own(m->build_id, m->build_id_len, image, size);
+}
+
+/*
+ * What m's session is found by: its file, opened through the open
+ * function, into *fd; or for the vDSO its image, into *image. 0, or a
+ * negative errno when there is neither.
+ */
+static int module_find(struct sym *s, const struct sw_module *m, int *fd,
+		       void **image, size_t *size, struct fileid *fid)
+{
+	struct stat st;
+
+	*fd = -1;
+	*image = NULL;
+	if (vdso_is_module(m->path)) {
+		if (image_get(s, m, image, size) != 0)
+			return -ENOENT;
+		fileid_of_image(*image, *size, fid);
+		return 0;
+	}
+	*fd = s->open_fn(s->open_arg, m);
+	if (*fd < 0)
+		return *fd;
+	if (fstat(*fd, &st) < 0) {
+		close(*fd);
+		*fd = -1;
+		return -EBADF;
+	}
+	fileid_of(&st, fid);
+	return 0;
+}
+
+/*
+ * The session of module m for the dump in progress: its file is opened
+ * through the open function (or its image taken), found by identity or
+ * given a session now; a failed file is remembered as such. *out is NULL
+ * when the file cannot be opened or read as a module, or when m claims a
+ * build-id that is not its file's. Returns 0 or -ENOMEM. Blocks on file
+ * I/O.
+ */
 static int module_get(struct sym *s, const struct sw_module *m,
 		      struct symmod **out)
 {
 	struct fileid fid;
 	struct symmod *sm;
-	struct stat st;
-	size_t b;
+	void *image;
+	size_t b, size = 0;
 	int fd;
 
 	*out = NULL;
-	fd = s->open_fn(s->open_arg, m);
-	if (fd < 0)
+	if (module_find(s, m, &fd, &image, &size, &fid) != 0)
 		return 0;
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		return 0;
-	}
-	fileid_of(&st, &fid);
 	b = fileid_bucket(&fid);
 	for (sm = s->buckets[b]; sm; sm = sm->next)
-		if (fileid_eq(&sm->fid, &fid))
+		if (fileid_eq(&sm->fid, &fid) &&
+		    (!fid.image || memcmp(sm->image, image, size) == 0))
 			break;
 	if (sm) {
 		struct modlist *l = sm->dwfl ? &s->live : &s->failed;
 
-		close(fd);
+		if (fd >= 0)
+			close(fd);
+		free(image);
 		list_unlink(l, sm);
 		list_push(l, sm);
 		sm->gen = s->gen;
 	} else {
 		sm = calloc(1, sizeof(*sm));
 		if (!sm) {
-			close(fd);
+			if (fd >= 0)
+				close(fd);
+			free(image);
 			return -ENOMEM;
 		}
 		sm->fid = fid;
 		sm->fd = fd;
+		sm->image = image;
+		sm->image_size = size;
 		sm->alt_fd = -1;
 		sm->gen = s->gen;
 		module_open(s, sm);
@@ -811,6 +936,12 @@ int sym_new(sym_open_fn open_fn, void *open_arg, struct sym **out)
 	s->open_arg = open_arg;
 	*out = s;
 	return 0;
+}
+
+void sym_set_image_fn(struct sym *s, sym_image_fn fn, void *arg)
+{
+	s->image_fn = fn;
+	s->image_arg = arg;
 }
 
 void sym_free(struct sym *s)
@@ -1447,6 +1578,50 @@ static int name_waits(struct symctx *c)
 }
 
 /*
+ * Whether path's file name is glibc's shared libc: libc.so.6, or the
+ * libc-2.N.so it was before 2.34.
+ */
+static bool libc_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return strncmp(base, "libc.so", 7) == 0 ||
+	       (strncmp(base, "libc-2.", 7) == 0 && strstr(base, ".so"));
+}
+
+/*
+ * Opens the process's libc when no frame did, so that its release is
+ * known when a thread waits on a futex (locks.h reads lock owners by
+ * it): a Go program's threads, say, map glibc through cgo but sleep in
+ * the Go runtime, never in libc. 0 or -ENOMEM.
+ */
+static int resolve_libc(struct symctx *c)
+{
+	bool waits = false;
+
+	/* Only the lock owners of futex waits want the release. */
+	for (size_t i = 0; i < c->d->nthreads && !waits; i++)
+		waits = c->d->threads[i].wait &&
+			c->d->threads[i].status == SW_ST_OK;
+	for (size_t i = 0; waits && i < c->d->nmodules; i++) {
+		const struct sw_module *m = &c->d->modules[i];
+		int rc;
+
+		if (c->resolved[i] && c->mods[i] && c->mods[i]->glibc_minor)
+			return 0;
+		if (c->resolved[i] || !m->path || !libc_name(m->path) ||
+		    past_deadline(c))
+			continue;
+		rc = module_get(c->s, m, &c->mods[i]);
+		if (rc)
+			return rc;
+		c->resolved[i] = true;
+	}
+	return 0;
+}
+
+/*
  * See symbolize.h. Module ranges are sorted once per dump for a binary
  * search per ip; modules are resolved to sessions on first use, so an
  * unused module is never opened. The hot path per ip is one lookup in the
@@ -1505,14 +1680,18 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 			break;
 	}
 	if (!rc && symbols)
+		rc = resolve_libc(&c);
+	if (!rc && symbols)
 		rc = name_waits(&c);
 	if (!rc) {
 		d->symbolized = symbols;
 		d->symbols_partial = c.cut;
 		for (size_t i = 0; c.resolved && i < d->nmodules; i++)
-			if (c.resolved[i] && c.mods[i] &&
-			    c.mods[i]->glibc_minor > d->glibc_minor)
-				d->glibc_minor = c.mods[i]->glibc_minor;
+			if (c.resolved[i] && c.mods[i]) {
+				if (c.mods[i]->glibc_minor > d->glibc_minor)
+					d->glibc_minor = c.mods[i]->glibc_minor;
+				d->glibc_static |= c.mods[i]->glibc_static;
+			}
 	}
 out_free:
 	free(c.scratch.f);

@@ -33,8 +33,25 @@ struct sym;
  */
 typedef int (*sym_open_fn)(void *arg, const struct sw_module *m);
 
+/*
+ * How the symbolizer gets the image of a module that has no file: the
+ * vDSO (vdso.h), whose image the process or the core holds. Puts a
+ * malloc'd copy (the symbolizer frees it) in *image and its size in
+ * *size and returns 0, or returns a negative errno. Called once per dump
+ * that has a frame in such a module; the image's bytes select the
+ * session, and its build-id must be the one m claims. Without one, or
+ * when it fails, our own vDSO's image serves a module that claims its
+ * build-id (the kernel maps the same image into every process of one
+ * boot and ABI).
+ */
+typedef int (*sym_image_fn)(void *arg, const struct sw_module *m, void **image,
+			    size_t *size);
+
 /* Creates a symbolizer. Returns 0 or -ENOMEM. */
 int sym_new(sym_open_fn open_fn, void *open_arg, struct sym **out);
+
+/* Sets the image function (NULL: none); see sym_image_fn. */
+void sym_set_image_fn(struct sym *s, sym_image_fn fn, void *arg);
 
 /* Frees a symbolizer and its caches. Accepts NULL. */
 void sym_free(struct sym *s);

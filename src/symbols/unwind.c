@@ -18,13 +18,12 @@
 #include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/procfs.h>
 #include <sys/reg.h>
 #include <sys/stat.h>
@@ -37,6 +36,7 @@
 #include "model/waitmem.h"
 #include "modopen.h"
 #include "stackwatch.h"
+#include "vdso.h"
 
 #define UNW_SEEN_MAX 64
 
@@ -60,51 +60,16 @@ struct unw {
 	} seen[UNW_SEEN_MAX];
 };
 
-/* A copy of our own vDSO image, made once (vdso_once). */
-static pthread_once_t vdso_once = PTHREAD_ONCE_INIT;
-static void *vdso_copy;
-static size_t vdso_size;
-
-static void copy_vdso(void)
-{
-	unsigned long base = getauxval(AT_SYSINFO_EHDR);
-	size_t size = 0;
-	char line[256];
-	FILE *f;
-
-	if (!base)
-		return;
-	f = fopen("/proc/self/maps", "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long s, e;
-
-		if (strstr(line, "[vdso]") &&
-		    sscanf(line, "%llx-%llx", &s, &e) == 2 && s == base &&
-		    e > s && e - s <= (1u << 20)) {
-			size = (size_t)(e - s);
-			break;
-		}
-	}
-	fclose(f);
-	if (!size)
-		return;
-	vdso_copy = malloc(size);
-	if (!vdso_copy)
-		return;
-	memcpy(vdso_copy, (const void *)base, size);
-	vdso_size = size;
-}
-
 /*
  * Our own vDSO image: the kernel gives every process the same one. Made
  * once, whatever threads unwind at the same time.
  */
 static Elf *self_vdso(void)
 {
-	pthread_once(&vdso_once, copy_vdso);
-	return vdso_copy ? elf_memory(vdso_copy, vdso_size) : NULL;
+	size_t size;
+	const void *image = vdso_self(&size);
+
+	return image ? elf_memory((char *)image, size) : NULL;
 }
 
 /*
@@ -635,6 +600,94 @@ static void core_psinfo(Elf *core, struct sw_dump *d)
 	corefile_notes(core, NT_PRPSINFO, sizeof(prpsinfo_t), psinfo_note, d);
 }
 
+/* The first NT_PRSTATUS note: the thread the kernel dumped the core for. */
+static int first_prstatus(const void *desc, size_t size, void *arg)
+{
+	struct sw_core_signal *cs = arg;
+	struct elf_prstatus ps;
+
+	(void)size;
+	memcpy(&ps, desc, sizeof(ps));
+	cs->number = ps.pr_cursig;
+	cs->tid = ps.pr_pid;
+	return 1;
+}
+
+/* Whether sig's kernel-sent siginfo holds the faulting address. */
+static bool fault_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL ||
+	       sig == SIGFPE || sig == SIGTRAP;
+}
+
+/* The first NT_SIGINFO note, the dumping thread's: code and address. */
+static int siginfo_note(const void *desc, size_t size, void *arg)
+{
+	struct sw_core_signal *cs = arg;
+	siginfo_t si;
+
+	(void)size;
+	memcpy(&si, desc, sizeof(si));
+	if (si.si_signo != cs->number)
+		return 1;
+	cs->code = si.si_code;
+	/* Only the kernel's own codes (above 0) carry an address. */
+	if (fault_signal(si.si_signo) && si.si_code > 0 &&
+	    si.si_code != SI_KERNEL) {
+		cs->has_addr = true;
+		cs->addr = (uint64_t)(uintptr_t)si.si_addr;
+	}
+	return 1;
+}
+
+/*
+ * The signal that ended the process, when the core is a crash's: the
+ * kernel writes the dumping thread's NT_PRSTATUS first, with pr_cursig
+ * the fatal signal, and its NT_SIGINFO after it. gcore writes a
+ * pr_cursig of 0 (its NT_SIGINFO notes are of its own stop): no signal.
+ */
+static void core_signal(Elf *core, struct sw_dump *d)
+{
+	struct sw_core_signal cs = { 0 };
+
+	corefile_notes(core, NT_PRSTATUS, sizeof(struct elf_prstatus),
+		       first_prstatus, &cs);
+	if (cs.number <= 0 || cs.number > 64 || cs.tid <= 0)
+		return;
+	corefile_notes(core, NT_SIGINFO, sizeof(siginfo_t), siginfo_note, &cs);
+	d->core_signal = cs;
+}
+
+/*
+ * Whether the core was cut short: a segment (or its notes) whose data
+ * lies past the end of the file, as when the disk filled or a size limit
+ * cut the kernel's write. Sets d->core_cut_size and core_cut_need then.
+ */
+static void core_cut(Elf *core, uint64_t file_size, struct sw_dump *d)
+{
+	uint64_t need = 0;
+	size_t nph;
+
+	if (elf_getphdrnum(core, &nph) != 0)
+		return;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+		uint64_t end;
+
+		if (!gelf_getphdr(core, (int)i, &ph) || ph.p_type == PT_NULL)
+			continue;
+		end = ph.p_offset + ph.p_filesz;
+		if (end < ph.p_offset)
+			end = UINT64_MAX;
+		if (end > need)
+			need = end;
+	}
+	if (need > file_size) {
+		d->core_cut_size = file_size;
+		d->core_cut_need = need;
+	}
+}
+
 struct core_walk {
 	struct unw u;
 	struct sw_dump *d;
@@ -821,6 +874,8 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 	d->collected_at.tv_sec = st.st_mtim.tv_sec;
 	d->collected_at.tv_nsec = st.st_mtim.tv_nsec;
 	core_psinfo(core, d);
+	core_signal(core, d);
+	core_cut(core, (uint64_t)st.st_size, d);
 	dwfl_report_begin(dwfl);
 	r = corefile_report(dwfl, core, fd, exe, &cf, why, why_size);
 	if (r != 0)
@@ -831,9 +886,20 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		goto out;
 	}
 	r = dwfl_core_file_attach(dwfl, core);
+	if (r < 0 && d->core_cut_need) {
+		snprintf(why, why_size,
+			 "%s: cut short (%llu bytes of the %llu its segments "
+			 "need), and no thread is left in what remains",
+			 core_path, (unsigned long long)d->core_cut_size,
+			 (unsigned long long)d->core_cut_need);
+		r = SW_EFORMAT;
+		goto out;
+	}
 	if (r < 0) {
+		const char *msg = dwfl_errmsg(-1);
+
 		snprintf(why, why_size, "%s: no threads: %s", core_path,
-			 dwfl_errmsg(-1));
+			 msg ? msg : "no thread notes");
 		r = SW_EFORMAT;
 		goto out;
 	}

@@ -43,8 +43,12 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 /*
  * The stacks of every thread of the core file at core_path (exe: the
  * executable, NULL to find it from the core's notes), as a raw dump with
- * method "core". Returns 0, or a negative errno or SW_EFORMAT with a
- * sentence in why.
+ * method "core", with the fatal signal of a crash's core
+ * (d->core_signal) and, for a core cut short, its size and the size its
+ * segments need (d->core_cut_size, core_cut_need: what lay past the end
+ * is unknown, so some stacks may be short). Returns 0, or a negative
+ * errno or SW_EFORMAT with a sentence in why (a core of which nothing
+ * can be read: no threads).
  */
 int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		char *why, size_t why_size);
