@@ -1506,8 +1506,8 @@ static int data_module(const struct symctx *c, uint64_t addr)
 		return -1;
 	mi = c->ranges[lo - 1].idx;
 	if (!c->resolved[mi] || !c->mods[mi] ||
-	    !dwfl_module_info(c->mods[mi]->mod, NULL, &low, &high, NULL,
-			      NULL, NULL, NULL))
+	    !dwfl_module_info(c->mods[mi]->mod, NULL, &low, &high, NULL, NULL,
+			      NULL, NULL))
 		return -1;
 	addr -= c->d->modules[mi].bias;
 	return addr >= low && addr < high ? mi : -1;
