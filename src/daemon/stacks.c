@@ -192,10 +192,30 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 static void name_jit_frames(struct stacks *s, struct target *t,
 			    struct sw_dump *d);
 
-/* stacks_dump(); sample: a periodic sample's (target_dump_raw_sample()). */
+/*
+ * Cuts every thread of d to max frames (those unwound here are already;
+ * an agent's come as its slot holds them), saying so where it had more.
+ */
+static void cut_frames(struct sw_dump *d, unsigned max)
+{
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+
+		if (t->nips > max) {
+			t->nips = max;
+			t->flags |= SW_TF_TRUNCATED;
+		}
+	}
+}
+
+/*
+ * stacks_dump(); sample: a periodic sample's (target_dump_raw_sample());
+ * max_frames: as stacks_dump_frames(), 0 the usual.
+ */
 static int dump_symbolized(struct stacks *s, struct target *t,
 			   const struct asker *who, int timeout_ms,
-			   bool symbols, bool sample, struct sw_dump **out)
+			   bool symbols, bool sample, unsigned max_frames,
+			   struct sw_dump **out)
 {
 	uint64_t start = clock_now_ns(), sym_start;
 	struct sw_dump *d = NULL;
@@ -203,8 +223,10 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 
 	*out = NULL;
 	modfile_pass_begin();
-	rc = sample ? target_dump_raw_sample(t, who, timeout_ms, &d)
-		    : target_dump_raw(t, who, timeout_ms, &d);
+	rc = sample	  ? target_dump_raw_sample(t, who, timeout_ms, &d)
+	     : max_frames ? target_dump_raw_frames(t, who, timeout_ms,
+						   max_frames, &d)
+			  : target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
 		/* An agent's part failed after the kernel's was unwound:
@@ -218,6 +240,8 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 	}
 	/* The pid as the daemon sees it, whatever the agent said. */
 	d->pid = t->pid;
+	if (max_frames)
+		cut_frames(d, max_frames);
 	atomic_store(&t->last_threads, (uint32_t)d->nthreads);
 	atomic_store(&t->last_sample_ms,
 		     (uint64_t)d->collected_at.tv_sec * 1000 +
@@ -256,7 +280,45 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 		int timeout_ms, bool symbols, struct sw_dump **out)
 {
-	return dump_symbolized(s, t, who, timeout_ms, symbols, false, out);
+	return dump_symbolized(s, t, who, timeout_ms, symbols, false, 0, out);
+}
+
+int stacks_dump_frames(struct stacks *s, struct target *t,
+		       const struct asker *who, int timeout_ms, bool symbols,
+		       unsigned max_frames, struct sw_dump **out)
+{
+	if (max_frames == 0 || max_frames > SW_MAX_FRAMES_HARD)
+		max_frames = SW_MAX_FRAMES_HARD;
+	return dump_symbolized(s, t, who, timeout_ms, symbols, false,
+			       max_frames, out);
+}
+
+void stacks_dump_frames_many(struct stacks *s, struct target **ts, size_t n,
+			     const struct asker *who, int timeout_ms,
+			     bool symbols, unsigned max_frames,
+			     struct sdump **sds, int *rcs)
+{
+	uint64_t until = clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t now = clock_now_ns();
+		struct sw_dump *d = NULL;
+
+		sds[i] = calloc(1, sizeof(*sds[i]));
+		if (!sds[i]) {
+			rcs[i] = -ENOMEM;
+			continue;
+		}
+		atomic_init(&sds[i]->refs, 1);
+		rcs[i] = now >= until
+				 ? -ETIMEDOUT
+				 : stacks_dump_frames(
+					   s, ts[i], who,
+					   (int)((until - now) / 1000000u) + 1,
+					   symbols, max_frames, &d);
+		sds[i]->d = d;
+		sds[i]->mono_ns = now;
+	}
 }
 
 void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
@@ -599,7 +661,7 @@ static int fresh_dump(struct stacks *s, struct target *t,
 	int rc;
 
 	rc = dump_symbolized(s, t, who, timeout_ms, true,
-			     (flags & STACKS_SAMPLE) != 0, &d);
+			     (flags & STACKS_SAMPLE) != 0, 0, &d);
 	if (rc == 0) {
 		sd = calloc(1, sizeof(*sd));
 		if (!sd) {
