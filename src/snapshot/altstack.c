@@ -20,8 +20,7 @@
 #include <ucontext.h>
 
 #if defined(__x86_64__)
-#define UC_FLAGS_KNOWN 0x7ull /* UC_FP_XSTATE|SIGCONTEXT_SS|STRICT_RESTORE_SS \
-			       */
+#define UC_FLAGS_KNOWN 0x7ull /* every uc_flags bit the kernel sets */
 #define UC_SIGCONTEXT_SS 0x2ull
 #define USER_CS 0x33u	   /* the code segment of 64-bit user code */
 #define ALTSTACK_MIN 2048u /* MINSIGSTKSZ */

@@ -326,7 +326,7 @@ static bool more_still(pid_t pid, const struct snap_thread *t,
 static void more_given(pid_t pid, const struct maps *m, struct snap_thread *t,
 		       uint32_t limit)
 {
-	uint64_t frames[SNAP_MORE_MAX];
+	uint64_t frames[SNAP_MORE_MAX] = { 0 };
 	uint32_t room = limit > t->stack_len ? limit - t->stack_len : 0;
 	uint8_t *buf = room ? malloc(room) : NULL;
 
@@ -915,6 +915,38 @@ static void more_of_given(pid_t pid, const struct maps *m, struct snap *s,
 			more_given(pid, m, &s->threads[i], limit);
 }
 
+/*
+ * What the copies of s need: the mappings (*m) where some thread is to
+ * be stopped and copied, or one read another way goes on elsewhere
+ * (those are copied now, more_of_given()); the scratch buffer (*scratch,
+ * limit bytes, faulted in) and *need where some thread is to be stopped.
+ * Returns 0 or a negative errno.
+ */
+static int prepare(pid_t pid, struct snap *s, uint32_t limit, struct maps *m,
+		   uint8_t **scratch, bool *need)
+{
+	int r = 0;
+
+	*need = false;
+	for (size_t i = 0; i < s->nthreads && !*need; i++)
+		*need = !is_given(&s->threads[i]);
+	if (*need || given_go_on(s)) {
+		r = maps_read(pid, m);
+		if (r == -EACCES) /* what ptrace's read rule says of the maps */
+			r = -EPERM;
+	}
+	if (r == 0 && m->n)
+		more_of_given(pid, m, s, limit);
+	if (r == 0 && *need) {
+		*scratch = malloc(limit);
+		if (*scratch)
+			memset(*scratch, 0, limit); /* faulted in now */
+		else
+			r = -ENOMEM;
+	}
+	return r;
+}
+
 int snap_take(pid_t pid, int timeout_ms, struct snap **out)
 {
 	return snap_take_with(pid, timeout_ms, NULL, 0, 0, out);
@@ -973,24 +1005,8 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 	}
 	if (r == 0 && (ngiven || (flags & SNAP_GIVEN_ONLY)))
 		r = merge_given(s, given, ngiven, flags);
-	/* The mappings only where some thread is to be stopped and copied
-	 * (given ones were read already). */
-	for (size_t i = 0; r == 0 && i < s->nthreads && !need; i++)
-		need = !is_given(&s->threads[i]);
-	if (r == 0 && (need || given_go_on(s))) {
-		r = maps_read(pid, &m);
-		if (r == -EACCES) /* what ptrace's read rule says of the maps */
-			r = -EPERM;
-	}
-	if (r == 0 && m.n)
-		more_of_given(pid, &m, s, limit);
-	if (r == 0 && need) {
-		scratch = malloc(limit);
-		if (scratch)
-			memset(scratch, 0, limit); /* faulted in now */
-		else
-			r = -ENOMEM;
-	}
+	if (r == 0)
+		r = prepare(pid, s, limit, &m, &scratch, &need);
 	if (r != 0)
 		goto fail_fd;
 	sigemptyset(&chld);

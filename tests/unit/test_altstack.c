@@ -33,8 +33,8 @@ static uint32_t copy_len;
 static void on_signal(int sig, siginfo_t *si, void *ucv)
 {
 	const ucontext_t *uc = ucv;
-	volatile uint8_t here;
-	uint64_t sp = (uint64_t)(uintptr_t)&here;
+	/* Built with frame pointers (-O0): within the handler's frame. */
+	uint64_t sp = (uint64_t)(uintptr_t)__builtin_frame_address(0);
 	uint64_t top = (uint64_t)(uintptr_t)(altstack + ALT_SIZE);
 	const uint8_t *from;
 
