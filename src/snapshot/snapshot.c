@@ -271,32 +271,16 @@ static const uint8_t *copied(const struct snap_thread *t, uint64_t addr,
 }
 
 static int keep_more(struct snap_thread *t);
-
-/* Whether t's switch counts are still those of its kernel read. */
-static bool same_switches(pid_t pid, const struct snap_thread *t)
-{
-	char path[96], buf[4096];
-	const char *v, *nv;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid,
-		 (int)t->tid);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
-	if (n <= 0)
-		return false;
-	v = procfs_status_value(buf, (size_t)n, "voluntary_ctxt_switches");
-	nv = procfs_status_value(buf, (size_t)n, "nonvoluntary_ctxt_switches");
-	return v && nv && strtoull(v, NULL, 10) == t->nvcsw &&
-	       strtoull(nv, NULL, 10) == t->nivcsw;
-}
-
 /*
  * Whether the thread t, read while it was blocked (kernel) or running
  * (perf) and whose further regions were copied afterwards, is still in
  * the handlers that left them: each signal frame that led to a region
- * still holds what was copied of it, and a thread read from the kernel
- * has not been switched since (its counts in /proc). A handler that
- * returned, or ran on, may have changed what lies beyond.
+ * still holds what was copied of it. While a handler has not returned,
+ * the code it interrupted cannot run, so what that code left on its
+ * stack is as it was when the thread was read, even if the handler
+ * itself ran on meanwhile; a handler that returned (or left by
+ * longjmp) took its frame with it, and the next signal's frame holds
+ * another interrupted context.
  */
 static bool more_still(pid_t pid, const struct snap_thread *t,
 		       const uint64_t *frames)
@@ -314,7 +298,7 @@ static bool more_still(pid_t pid, const struct snap_thread *t,
 		    memcmp(now, then, sizeof(now)) != 0)
 			return false;
 	}
-	return t->method != SNAP_M_KERNEL || same_switches(pid, t);
+	return true;
 }
 
 /*

@@ -6,11 +6,12 @@
  * interrupted, by every way of reading it: from the kernel and by ptrace
  * through the real daemon, by the CLI's own snapshot (--local), from a
  * core (gcore), and, under the agent, whatever method reads it; each as
- * eu-stack has it. A thread 300 calls deep with 4 KiB frames
- * (plain_target deep) says where it was cut: "truncated": "stack" at the
- * usual copy, "frames" at --max-frames N / ?max_frames=N, and nothing
- * with 0 (all of them, as eu-stack -n 0 has them); threads that were not
- * cut say nothing. Needs root (the daemon and the CLI read processes of
+ * eu-stack has it. So is one whose handler spins there (read from the
+ * kernel between its time slices, or by a perf sample). A thread 300 calls deep
+ * with 4 KiB frames (plain_target deep) says where it was cut: "truncated":
+ * "stack" at the usual copy, "frames" at --max-frames N / ?max_frames=N, and
+ * nothing with 0 (all of them, as eu-stack -n 0 has them); threads that were
+ * not cut say nothing. Needs root (the daemon and the CLI read processes of
  * their own session, but the kernel reads need the privilege).
  */
 #define _GNU_SOURCE
@@ -225,31 +226,40 @@ static pid_t tid_of(cJSON *doc, const char *name)
 	return cJSON_IsNumber(tid) ? (pid_t)tid->valueint : 0;
 }
 
-/* What the altstack thread must show, past its handler's frames. */
+/* What the altstack threads must show, past their handler's frames. */
 #define ALT_HANDLER "pause;plain_on_altstack;"
+#define SPIN_HANDLER "plain_spin_on_altstack;"
 #define ALT_REST "pause;plain_interrupted;plain_alt_main;start_thread;"
 
 /* Whether fns runs from the handler on into the frames it interrupted. */
-static bool alt_whole(const char *fns)
+static bool alt_whole(const char *fns, const char *handler)
 {
-	const char *h = strstr(fns, ALT_HANDLER);
+	const char *h = strstr(fns, handler);
 
 	return h && strstr(h, ALT_REST) != NULL;
 }
 
 /*
- * One read of the altstack thread (doc, by how): its stack goes on past
- * the alternate stack, is not said to be cut, and is eu-stack's.
+ * One read of the altstack threads (doc, by how): their stacks go on
+ * past the alternate stack, are not said to be cut, and the sleeper's
+ * is eu-stack's (the spinner's moves: it is not compared).
  */
 static void check_alt(cJSON *doc, pid_t pid, const char *how)
 {
 	char fns[FNS_SIZE], eu[FNS_SIZE];
-	cJSON *t = doc ? thread_named(doc, "altstack") : NULL;
+	cJSON *t = doc ? thread_named(doc, "altspin") : NULL;
 	int n;
 
 	functions(doc, t, fns, sizeof(fns), &n);
-	TAP_OK(alt_whole(fns) && strcmp(truncated(t), "none") == 0,
-	       "%s (%s): the handler on the alternate stack, then the "
+	TAP_OK(alt_whole(fns, SPIN_HANDLER) &&
+		       strcmp(truncated(t), "none") == 0,
+	       "%s (%s): a handler spinning on the alternate stack, then "
+	       "the frames it interrupted (%d: %s; truncated %s)",
+	       how, method(t), n, fns, truncated(t));
+	t = doc ? thread_named(doc, "altstack") : NULL;
+	functions(doc, t, fns, sizeof(fns), &n);
+	TAP_OK(alt_whole(fns, ALT_HANDLER) && strcmp(truncated(t), "none") == 0,
+	       "%s (%s): the handler asleep on the alternate stack, then the "
 	       "frames it interrupted (%d: %s; truncated %s)",
 	       how, method(t), n, fns, truncated(t));
 	if (!have_eu)
@@ -393,7 +403,7 @@ static void check_core(pid_t pid)
 			break;
 		}
 	}
-	TAP_OK(status == 0 && found && alt_whole(fns),
+	TAP_OK(status == 0 && found && alt_whole(fns, ALT_HANDLER),
 	       "dump --core: the handler, then the frames it interrupted "
 	       "(%d, %s)",
 	       status, found ? fns : "no such thread");
