@@ -283,16 +283,6 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 	return dump_symbolized(s, t, who, timeout_ms, symbols, false, 0, out);
 }
 
-int stacks_dump_frames(struct stacks *s, struct target *t,
-		       const struct asker *who, int timeout_ms, bool symbols,
-		       unsigned max_frames, struct sw_dump **out)
-{
-	if (max_frames == 0 || max_frames > SW_MAX_FRAMES_HARD)
-		max_frames = SW_MAX_FRAMES_HARD;
-	return dump_symbolized(s, t, who, timeout_ms, symbols, false,
-			       max_frames, out);
-}
-
 void stacks_dump_frames_many(struct stacks *s, struct target **ts, size_t n,
 			     const struct asker *who, int timeout_ms,
 			     bool symbols, unsigned max_frames,
@@ -340,7 +330,11 @@ struct target_svc {
 	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
 	int last_rc;		  /* its result */
 	struct sdump *last;	  /* its dump, NULL after an error */
-	struct history hist;	  /* the samples kept, oldest first */
+	/* A dump of another depth (stacks_dump_frames()): in flight, and
+	 * when the newest began. Neither cached nor waited on by others. */
+	bool frames_busy;
+	uint64_t frames_last_ns;
+	struct history hist; /* the samples kept, oldest first */
 	/* The newest sample is kept only until the next one: a dump asked
 	 * for between two periodic samples, or one too near the last. */
 	bool spare_tail;
@@ -757,6 +751,88 @@ int stacks_get(struct stacks *s, struct target *t, const struct asker *who,
 	       int timeout_ms, struct sdump **out)
 {
 	return stacks_get_flags(s, t, who, timeout_ms, 0, out);
+}
+
+/*
+ * A turn of t for a dump of another depth (stacks_dump_frames()): one
+ * at a time, and none sooner than 1/max_dump_rate s after the last dump
+ * of t of any depth began (waited for, not served from the cache: that
+ * one is of the usual depth). The registry reads one target once at a
+ * time whatever asks. Returns 0 with the turn taken (frames_done() ends
+ * it), or -ETIMEDOUT when it does not come by deadline (CLOCK_MONOTONIC
+ * ns).
+ */
+static int frames_turn(struct stacks *s, struct target *t, uint64_t deadline)
+{
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
+	int rc = 0;
+
+	pthread_mutex_lock(&t->svc->dump_lock);
+	for (;;) {
+		uint64_t now = clock_now_ns(), next;
+
+		if (now >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		next = (t->svc->last_attempt_ns > t->svc->frames_last_ns
+				? t->svc->last_attempt_ns
+				: t->svc->frames_last_ns) +
+		       s->min_interval_ns;
+		if (!t->svc->frames_busy && now >= next)
+			break;
+		if (t->svc->frames_busy) {
+			pthread_cond_timedwait(&t->svc->dump_cond,
+					       &t->svc->dump_lock, &ts);
+		} else {
+			struct timespec until = {
+				.tv_sec = (time_t)(next / 1000000000ull),
+				.tv_nsec = (long)(next % 1000000000ull)
+			};
+
+			pthread_cond_timedwait(&t->svc->dump_cond,
+					       &t->svc->dump_lock,
+					       next < deadline ? &until : &ts);
+		}
+	}
+	if (rc == 0) {
+		t->svc->frames_busy = true;
+		t->svc->frames_last_ns = clock_now_ns();
+	}
+	pthread_mutex_unlock(&t->svc->dump_lock);
+	return rc;
+}
+
+/* Ends frames_turn()'s turn: the next one waiting goes on. */
+static void frames_done(struct target *t)
+{
+	pthread_mutex_lock(&t->svc->dump_lock);
+	t->svc->frames_busy = false;
+	pthread_cond_broadcast(&t->svc->dump_cond);
+	pthread_mutex_unlock(&t->svc->dump_lock);
+}
+
+int stacks_dump_frames(struct stacks *s, struct target *t,
+		       const struct asker *who, int timeout_ms, bool symbols,
+		       unsigned max_frames, struct sw_dump **out)
+{
+	uint64_t start = clock_now_ns();
+	uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
+	int rc;
+
+	*out = NULL;
+	if (max_frames == 0 || max_frames > SW_MAX_FRAMES_HARD)
+		max_frames = SW_MAX_FRAMES_HARD;
+	rc = frames_turn(s, t, deadline);
+	if (rc < 0)
+		return rc;
+	/* What the wait for the turn took comes off the dump's time. */
+	timeout_ms = (int)((deadline - clock_now_ns()) / 1000000ull);
+	rc = dump_symbolized(s, t, who, timeout_ms > 0 ? timeout_ms : 1,
+			     symbols, false, max_frames, out);
+	frames_done(t);
+	return rc;
 }
 
 int stacks_get_flags(struct stacks *s, struct target *t,

@@ -179,7 +179,10 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
  * there are, up to SW_MAX_FRAMES_HARD), a thread with more marked
  * SW_TF_TRUNCATED. A thread read by the agent's handler has at most
  * SW_MAX_FRAMES (its slot). Never cached nor kept in the history: what
- * the watchdog and the diff compare is the usual depth.
+ * the watchdog and the diff compare is the usual depth. It takes its
+ * turn as every dump of t does (one at a time, at most --max-dump-rate a
+ * second), waiting for it within timeout_ms: -ETIMEDOUT when it does
+ * not come. Blocks.
  */
 int stacks_dump_frames(struct stacks *s, struct target *t,
 		       const struct asker *who, int timeout_ms, bool symbols,

@@ -540,6 +540,37 @@ static void test_deep(const struct itest_daemon *d)
 }
 
 /*
+ * Dumps of another depth are dumps too: at most --max-dump-rate (5 for
+ * dp) a second, however fast they are asked for. Four, one after the
+ * other, take at least 3/5 s: the promised rate, a lower bound only.
+ */
+static void test_rate(const struct itest_daemon *d)
+{
+	struct fix f;
+	long start, took;
+	int ok = 0, status;
+
+	if (!fix_start(&f, "2", NULL)) {
+		TAP_OK(0, "plain_target 2 starts");
+		fix_stop(&f);
+		return;
+	}
+	start = itest_now_ms();
+	for (int i = 0; i < 4; i++) {
+		cJSON *doc = daemon_stacks(d, f.pid, "&max_frames=0", &status);
+
+		ok += status == 200 && doc;
+		cJSON_Delete(doc);
+	}
+	took = itest_now_ms() - start;
+	TAP_OK(ok == 4 && took >= 600,
+	       "four dumps with max_frames, --max-dump-rate 5: all answered, "
+	       "no sooner than the rate allows (%d, %ld ms)",
+	       ok, took);
+	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+}
+
+/*
  * Under the agent: the threads its handler reads hold what their slot
  * holds (256), cut shorter when asked; the altstack thread is whole
  * whatever read it.
@@ -589,8 +620,10 @@ static void test_agent(const struct itest_daemon *d)
 
 int main(void)
 {
-	static const char *const no_kernel[] = { "--sample-interval", "0",
-						 "--no-kernel-reads", NULL };
+	static const char *const no_kernel[] = {
+		"--sample-interval", "0", "--no-kernel-reads",
+		"--max-dump-rate",   "5", NULL
+	};
 	struct itest_daemon d, dp;
 
 	if (geteuid() != 0) {
@@ -615,6 +648,7 @@ int main(void)
 	}
 	test_altstack(&d, &dp);
 	test_deep(&d);
+	test_rate(&dp);
 	test_agent(&d);
 	TAP_OK(itest_daemon_stop(&dp) == 0, "the daemon without kernel reads "
 					    "stops cleanly");
