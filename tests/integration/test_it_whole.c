@@ -22,8 +22,9 @@
 #include "itest.h"
 #include "tap.h"
 
-#define FNS_SIZE 16384	/* 300 frames of "plain_deep;" and more */
-#define SW_DEEP_ALL 300 /* the deep thread's calls of plain_deep, less 1 */
+#define FNS_SIZE 16384	   /* 300 frames of "plain_deep;" and more */
+#define SW_DEEP_ALL 300	   /* the deep thread's calls of plain_deep, less 1 */
+#define SW_SLOT_FRAMES 256 /* what the agent's handler keeps (limits.h) */
 
 static char fixture[PATH_MAX], cli[PATH_MAX];
 static bool have_eu;
@@ -618,6 +619,37 @@ static void test_agent(const struct itest_daemon *d)
 	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
 }
 
+/*
+ * The deep thread under the agent, with no kernel reads (dp): its
+ * handler's slot holds 256 frames, so all of them asked gives those and
+ * says "frames".
+ */
+static void test_agent_deep(const struct itest_daemon *d)
+{
+	char fns[FNS_SIZE];
+	struct fix f;
+	cJSON *doc, *t;
+	int status, n;
+
+	if (!fix_start(&f, "deep", d) ||
+	    !itest_wait_registered(d, f.pid, 10000)) {
+		TAP_OK(0, "plain_target deep starts under the agent");
+		fix_stop(&f);
+		return;
+	}
+	doc = daemon_stacks(d, f.pid, "&max_frames=0", &status);
+	t = doc ? thread_named(doc, "deep") : NULL;
+	functions(doc, t, fns, sizeof(fns), &n);
+	TAP_OK(status == 200 && strcmp(method(t), "signal") == 0 &&
+		       n == SW_SLOT_FRAMES &&
+		       strcmp(truncated(t), "frames") == 0,
+	       "by the agent's handler, all frames asked: the %d its slot "
+	       "holds, \"frames\" (%d, %s, %d frames, %s)",
+	       SW_SLOT_FRAMES, status, method(t), n, truncated(t));
+	cJSON_Delete(doc);
+	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+}
+
 int main(void)
 {
 	static const char *const no_kernel[] = {
@@ -649,6 +681,7 @@ int main(void)
 	test_altstack(&d, &dp);
 	test_deep(&d);
 	test_rate(&dp);
+	test_agent_deep(&dp);
 	test_agent(&d);
 	TAP_OK(itest_daemon_stop(&dp) == 0, "the daemon without kernel reads "
 					    "stops cleanly");
