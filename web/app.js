@@ -468,7 +468,10 @@ class ProcessView {
     const pid = this.p.pid;
     const st = this.profileState;
     let w = Number(st.window);
-    const url = (since, until) => `/api/v1/profile${query({ pid, mode: st.mode, since, until })}`;
+    // Milliseconds at most: the API takes 16 characters of a number, and
+    // halves of a span (8.153500000000001) would pass them.
+    const ms3 = (x) => Number(x.toFixed(3));
+    const url = (since, until) => `/api/v1/profile${query({ pid, mode: st.mode, since: ms3(since), until: ms3(until) })}`;
     const box = this.profileBox;
     const token = (this.profileToken = (this.profileToken || 0) + 1);
     let now;
