@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,13 +89,13 @@ int vdso_own(const uint8_t *id, size_t n, void **image, size_t *size)
 	ssize_t len = -1;
 	Elf *elf;
 
-	if (!self || !n)
+	if (!self || !n || n > SSIZE_MAX)
 		return -ENOENT;
 	elf_version(EV_CURRENT);
 	elf = elf_memory((char *)self, have);
 	if (elf)
 		len = dwelf_elf_gnu_build_id(elf, &own_id);
-	if (len != (ssize_t)n || memcmp(own_id, id, n) != 0) {
+	if (len <= 0 || (size_t)len != n || memcmp(own_id, id, (size_t)len)) {
 		if (elf)
 			elf_end(elf);
 		return -ENOENT;
