@@ -235,22 +235,36 @@ static const char *const content_types[] = {
  * X-Stackwatch-Partial (partial > 0), which every format can carry and
  * the CLI turns into its exit status.
  */
-static enum MHD_Result send_body_partial(struct MHD_Connection *c,
-					 unsigned status, enum query_format fmt,
-					 char *body, size_t len, size_t partial)
+/*
+ * A response of body (len bytes, taken over: freed on failure) with the
+ * headers every answer has; NULL without memory.
+ */
+static struct MHD_Response *body_response(enum query_format fmt, char *body,
+					  size_t len)
 {
 	struct MHD_Response *r;
-	enum MHD_Result ret;
-	char n[24];
 
 	r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		free(body);
-		return MHD_NO;
+		return NULL;
 	}
 	MHD_add_response_header(r, "Content-Type", content_types[fmt]);
 	MHD_add_response_header(r, "Cache-Control", "no-store");
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	return r;
+}
+
+static enum MHD_Result send_body_partial(struct MHD_Connection *c,
+					 unsigned status, enum query_format fmt,
+					 char *body, size_t len, size_t partial)
+{
+	struct MHD_Response *r = body_response(fmt, body, len);
+	enum MHD_Result ret;
+	char n[24];
+
+	if (!r)
+		return MHD_NO;
 	if (partial) {
 		snprintf(n, sizeof(n), "%zu", partial);
 		MHD_add_response_header(r, "X-Stackwatch-Partial", n);
@@ -323,15 +337,9 @@ static enum MHD_Result send_error_page(struct MHD_Connection *c,
 
 	if (web_error_page(status, why, &body) < 0)
 		return MHD_NO;
-	r = MHD_create_response_from_buffer(strlen(body), body,
-					    MHD_RESPMEM_MUST_FREE);
-	if (!r) {
-		free(body);
+	r = body_response(QUERY_HTML, body, strlen(body));
+	if (!r)
 		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", content_types[QUERY_HTML]);
-	MHD_add_response_header(r, "Cache-Control", "no-store");
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(r, "Content-Security-Policy", HTTP_PAGE_CSP);
 	ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
