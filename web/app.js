@@ -577,6 +577,7 @@ class ProcessView {
         top.file ? ` ${baseName(top.file)}${top.line ? `:${top.line}` : ''}` : '') : '',
       el('span', { class: 'gstate' }, groupStates(g, this.byTid)),
       this.lockBadge(g),
+      cutBadge(g, this.byTid),
       el('button', { type: 'button', class: 'copy', dataset: { group: gv.i } }, 'Copy')));
     gv.el = d;
     if (open) this.renderBody(gv);
@@ -604,6 +605,7 @@ class ProcessView {
       let title = `state ${t.state || '?'}, user ${t.utime_ms ?? '?'} ms, system ${t.stime_ms ?? '?'} ms`;
       if (t.method) title += `, read by ${METHOD_WORDS[t.method] || t.method}`;
       if (t.unchanged_s !== undefined) title += `, unchanged for ${t.unchanged_s} s`;
+      if (t.truncated) title += `, ${CUT_WORDS[t.truncated] || 'cut short'}`;
       const s = gv.stuck.find((x) => x.tid === tid);
       if (s) title += `, stuck (${s.reason || 'flagged'})`;
       if (k) line.append(', ');
@@ -844,6 +846,20 @@ const METHOD_WORDS = {
   ptrace: 'a ptrace stop',
   core: 'the core file',
 };
+
+// Why a thread's stack is cut short ("truncated" in the JSON).
+const CUT_WORDS = {
+  frames: 'more frames than the dump keeps (max_frames=0 shows them all)',
+  stack: 'its stack copy ended before the unwind did: the frames beyond it are not known',
+};
+
+// A group some of whose threads' stacks were cut short says so.
+function cutBadge(g, byTid) {
+  const kinds = new Set(g.tids.map((t) => (byTid.get(t) || {}).truncated).filter(Boolean));
+  if (!kinds.size) return '';
+  return el('span', { class: 'badge warn cut-badge',
+    title: [...kinds].map((k) => CUT_WORDS[k] || k).join('; ') }, 'cut short');
+}
 
 // How the threads were read, and what it cost when any had to stop.
 function methodNote(p) {

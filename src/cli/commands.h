@@ -25,7 +25,10 @@ int cmd_ps(const struct cli *cli, int argc, char **argv);
  * stacks taken here, without the daemon, printed in format. Return the
  * exit status.
  */
-int cli_dump_local(long pid, const char *format);
-int cli_dump_core(const char *core, const char *exe, const char *format);
+/* max_frames: as --max-frames (0 all, up to SW_MAX_FRAMES_HARD), or -1
+ * for the default (SW_MAX_FRAMES). */
+int cli_dump_local(long pid, const char *format, long max_frames);
+int cli_dump_core(const char *core, const char *exe, const char *format,
+		  long max_frames);
 
 #endif /* SW_COMMANDS_H */

@@ -7,6 +7,7 @@
  */
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -14,6 +15,25 @@
 #include "cli.h"
 #include "commands.h"
 #include "http.h"
+#include "model/limits.h"
+
+/*
+ * --max-frames N: 0 (as many as there are, up to SW_MAX_FRAMES_HARD) to
+ * SW_MAX_FRAMES_HARD, in decimal. Returns 0 with *out, or -1.
+ */
+static int parse_max_frames(const char *s, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s || *s < '0' || *s > '9' || strlen(s) > 6)
+		return -1;
+	v = strtol(s, &end, 10);
+	if (*end || v < 0 || v > SW_MAX_FRAMES_HARD)
+		return -1;
+	*out = v;
+	return 0;
+}
 
 /*
  * Whether the dump of every target (resp, in format) showed anything:
@@ -45,11 +65,12 @@ static int check_all(const struct http_response *resp, const char *format)
 int cmd_dump(const struct cli *cli, int argc, char **argv)
 {
 	const char *format = "text", *pid_arg = NULL, *core = NULL, *exe = NULL;
+	const char *max_arg = NULL;
 	bool local = false;
 	struct http_response resp;
 	bool options = true;
-	char target[96];
-	long pid = 0;
+	char target[128], extra[32] = "";
+	long pid = 0, max_frames = -1;
 	int i, rc;
 
 	for (i = 1; i < argc; i++) {
@@ -64,6 +85,13 @@ int cmd_dump(const struct cli *cli, int argc, char **argv)
 			format = argv[++i];
 		} else if (options && strncmp(a, "--format=", 9) == 0) {
 			format = a + 9;
+		} else if (options && strcmp(a, "--max-frames") == 0) {
+			if (i + 1 >= argc)
+				return cli_usage_error("--max-frames needs a "
+						       "number");
+			max_arg = argv[++i];
+		} else if (options && strncmp(a, "--max-frames=", 13) == 0) {
+			max_arg = a + 13;
 		} else if (options && strcmp(a, "--local") == 0) {
 			local = true;
 		} else if (options && (strcmp(a, "--core") == 0 ||
@@ -89,23 +117,31 @@ int cmd_dump(const struct cli *cli, int argc, char **argv)
 				       format);
 	if (pid_arg && cli_parse_pid(pid_arg, &pid))
 		return cli_usage_error("dump: bad PID '%s'", pid_arg);
+	if (max_arg && parse_max_frames(max_arg, &max_frames))
+		return cli_usage_error("dump: --max-frames takes 0 (all, up to "
+				       "%d) to %d, not '%s'",
+				       SW_MAX_FRAMES_HARD, SW_MAX_FRAMES_HARD,
+				       max_arg);
 	if (exe && !core)
 		return cli_usage_error("dump: --exe goes with --core");
 	if (core && (local || pid_arg))
 		return cli_usage_error("dump: --core takes no PID");
 	if (core)
-		return cli_dump_core(core, exe, format);
+		return cli_dump_core(core, exe, format, max_frames);
 	if (local && !pid_arg)
 		return cli_usage_error("dump: --local needs a PID");
 	if (local)
-		return cli_dump_local(pid, format);
+		return cli_dump_local(pid, format, max_frames);
 
+	if (max_frames >= 0)
+		snprintf(extra, sizeof(extra), "&max_frames=%ld", max_frames);
 	if (pid_arg)
 		snprintf(target, sizeof(target),
-			 "/api/v1/stacks?pid=%ld&format=%s", pid, format);
+			 "/api/v1/stacks?pid=%ld&format=%s%s", pid, format,
+			 extra);
 	else
-		snprintf(target, sizeof(target), "/api/v1/stacks?format=%s",
-			 format);
+		snprintf(target, sizeof(target), "/api/v1/stacks?format=%s%s",
+			 format, extra);
 	rc = cli_get(cli, target, &resp);
 	if (rc)
 		return rc;

@@ -190,11 +190,20 @@ static int finish(struct sw_dump *d, sym_open_fn open_fn, pid_t root_pid,
 	return r;
 }
 
-int cli_dump_local(long pid, const char *format)
+/* The frames kept for --max-frames (-1: not given), as struct snap's. */
+static unsigned frames_kept(long max_frames)
+{
+	return max_frames < 0	 ? 0
+	       : max_frames == 0 ? SW_MAX_FRAMES_HARD
+				 : (unsigned)max_frames;
+}
+
+int cli_dump_local(long pid, const char *format, long max_frames)
 {
 	struct snap *s = NULL;
 	struct sw_dump *d = NULL;
 	struct kread *k = NULL;
+	unsigned keep = frames_kept(max_frames);
 	char why[512];
 	int r;
 
@@ -205,7 +214,9 @@ int cli_dump_local(long pid, const char *format)
 	 */
 	if (kread_open(&k, why, sizeof(why)) != 0)
 		k = NULL;
-	r = ksnap_take(k, 0, (pid_t)pid, OFFLINE_TIMEOUT_MS, 0, &s, NULL);
+	/* More frames than usual need more of each stack copied. */
+	r = ksnap_take(k, 0, (pid_t)pid, OFFLINE_TIMEOUT_MS,
+		       keep > SW_MAX_FRAMES ? SNAP_DEEP : 0, &s, NULL);
 	kread_close(k);
 	if (r != 0) {
 		snap_why((pid_t)pid, r, s ? s->tracer : 0, why, sizeof(why));
@@ -218,6 +229,7 @@ int cli_dump_local(long pid, const char *format)
 		}
 		return r == -EPERM || r == -EACCES ? CLI_EPERM : CLI_EDAEMON;
 	}
+	s->max_frames = keep;
 	r = unwind_snapshot(s, NULL, unwind_open, (void *)(intptr_t)pid, &d);
 	snap_free(s);
 	if (r != 0) {
@@ -260,7 +272,8 @@ static int check_exe(const char *exe)
 	return -1;
 }
 
-int cli_dump_core(const char *core, const char *exe, const char *format)
+int cli_dump_core(const char *core, const char *exe, const char *format,
+		  long max_frames)
 {
 	struct core_in c = { .fd = -1 };
 	bool cut;
@@ -270,7 +283,8 @@ int cli_dump_core(const char *core, const char *exe, const char *format)
 
 	if (exe && check_exe(exe) != 0)
 		return CLI_EDAEMON;
-	r = unwind_core(core, exe, &d, why, sizeof(why));
+	r = unwind_core_max(core, exe, frames_kept(max_frames), &d, why,
+			    sizeof(why));
 	if (r != 0) {
 		cli_error("cannot read the core file: %s", why);
 		cli_error("give a core file (from gcore or a crash) that you "

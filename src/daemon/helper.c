@@ -101,7 +101,7 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd)
 	    (rq.kind == REQ_SNAPSHOT &&
 	     (rq.pid <= 0 || rq.n > PTRACER_SAME_MAX ||
 	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_same) ||
-	      (rq.flags & ~(uint32_t)REQF_KERNEL_ONLY))) ||
+	      (rq.flags & ~(uint32_t)(REQF_KERNEL_ONLY | REQF_DEEP)))) ||
 	    (rq.kind == REQ_STATUS && n != (ssize_t)sizeof(rq)) ||
 	    (rq.kind == REQ_CHECK &&
 	     (rq.n > PTRACER_CHECK_MAX ||
@@ -146,10 +146,11 @@ static int take(const struct request *rq, const struct request_same *same,
 			e[i].wait_op = same[i].wait_op;
 		}
 	}
-	r = ksnap_take_same(kr, slot, rq->pid, timeout_ms,
-			    (rq->flags & REQF_KERNEL_ONLY) ? SNAP_GIVEN_ONLY
-							   : 0,
-			    e, e ? rq->n : 0, s, NULL);
+	r = ksnap_take_same(
+		kr, slot, rq->pid, timeout_ms,
+		((rq->flags & REQF_KERNEL_ONLY) ? SNAP_GIVEN_ONLY : 0) |
+			((rq->flags & REQF_DEEP) ? SNAP_DEEP : 0),
+		e, e ? rq->n : 0, s, NULL);
 	free(e);
 	return r;
 }

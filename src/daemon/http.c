@@ -385,6 +385,7 @@ static void get_args(struct MHD_Connection *c, struct query_args *a)
 	a->format = arg(c, "format");
 	a->symbols = arg(c, "symbols");
 	a->timeout_ms = arg(c, "timeout_ms");
+	a->max_frames = arg(c, "max_frames");
 	a->since = arg(c, "since");
 	a->seconds = arg(c, "seconds");
 	a->debug = arg(c, "debug");
@@ -548,12 +549,14 @@ static const char *render_failure(int rc, char *buf, size_t size, pid_t pid)
  * once: ts[0] may be replaced (the caller puts whatever ts holds).
  */
 static void dump_seen(struct http *h, const struct access *acc,
-		      struct target **ts, size_t n, int timeout_ms,
+		      struct target **ts, size_t n, int timeout_ms, bool taken,
 		      struct sdump **sds, int *rcs)
 {
 	bool *ok = calloc(n ? n : 1, sizeof(*ok));
 
-	if (n == 1) {
+	if (taken) {
+		/* stacks_dump_frames_many() took them: checked here */
+	} else if (n == 1) {
 		rcs[0] = stacks_get(h->st, ts[0], &acc->who, timeout_ms,
 				    &sds[0]);
 		/*
@@ -606,6 +609,7 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 	cJSON *doc = NULL, *arr = NULL;
 	enum MHD_Result ret = MHD_NO;
 	size_t partial = 0;
+	bool frames;
 	bool sent = false;
 	struct buf b;
 	char *body;
@@ -615,7 +619,13 @@ static enum MHD_Result answer_stacks(struct http *h, struct MHD_Connection *c,
 		ret = send_error(c, 500, rq->format, "out of memory");
 		goto out;
 	}
-	dump_seen(h, acc, ts, n, rq->timeout_ms, sds, rcs);
+	/* Another depth than the usual: fresh dumps, not the cached. */
+	frames = rq->max_frames >= 0 && rq->max_frames != SW_MAX_FRAMES;
+	if (frames)
+		stacks_dump_frames_many(h->st, ts, n, &acc->who, rq->timeout_ms,
+					rq->symbols, (unsigned)rq->max_frames,
+					sds, rcs);
+	dump_seen(h, acc, ts, n, rq->timeout_ms, frames, sds, rcs);
 	if (rq->format == QUERY_JSON && many) {
 		doc = cJSON_CreateObject();
 		arr = cJSON_AddArrayToObject(doc, "processes");
@@ -1035,7 +1045,7 @@ static enum MHD_Result handle_pprof_count(struct http *h,
 		return ret;
 	if (rq.format == QUERY_TEXT) {
 		struct query_stacks qs = { rq.pid, QUERY_TEXT, true,
-					   rq.timeout_ms };
+					   rq.timeout_ms, -1 };
 
 		ret = answer_stacks(h, c, acc, &qs, ts, n, rq.pid == 0);
 		registry_put_all(ts, n);
@@ -1050,7 +1060,7 @@ static enum MHD_Result handle_pprof_count(struct http *h,
 		ret = send_error(c, 500, QUERY_TEXT, "out of memory");
 		goto out;
 	}
-	dump_seen(h, acc, ts, n, rq.timeout_ms, sds, rcs);
+	dump_seen(h, acc, ts, n, rq.timeout_ms, false, sds, rcs);
 	for (size_t i = 0; i < n; i++)
 		if (rcs[i] == 0)
 			ds[k++] = sds[i]->d;

@@ -446,11 +446,11 @@ out:
 	return rc;
 }
 
-/* ptracer_dump() with the request's flags. */
+/* ptracer_dump() with the request's flags, keeping max_frames frames. */
 static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 		     int timeout_ms, uint32_t flags,
 		     const struct ptracer_same *same, size_t nsame,
-		     struct sw_dump **out, pid_t *tracer)
+		     unsigned max_frames, struct sw_dump **out, pid_t *tracer)
 {
 	struct snap *s = NULL;
 	struct modfile_maps mm;
@@ -483,6 +483,7 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 		unwind = s->threads[i].status == SW_ST_OK &&
 			 !s->threads[i].reused;
 	rc = unwind ? modfile_maps_read(pid, pidfd, &mm) : 0;
+	s->max_frames = max_frames;
 	if (rc == 0) {
 		rc = unwind_snapshot(s, unwind ? &mm.pm : NULL, open_mapped,
 				     unwind ? &mm : NULL, out);
@@ -497,7 +498,8 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 int ptracer_dump(pid_t pid, int pidfd, const struct asker *who, int timeout_ms,
 		 struct sw_dump **out, pid_t *tracer)
 {
-	return dump_with(pid, pidfd, who, timeout_ms, 0, NULL, 0, out, tracer);
+	return dump_with(pid, pidfd, who, timeout_ms, 0, NULL, 0, 0, out,
+			 tracer);
 }
 
 int ptracer_dump_same(pid_t pid, int pidfd, const struct asker *who,
@@ -505,13 +507,26 @@ int ptracer_dump_same(pid_t pid, int pidfd, const struct asker *who,
 		      const struct ptracer_same *same, size_t nsame,
 		      struct sw_dump **out, pid_t *tracer)
 {
+	return ptracer_dump_frames(pid, pidfd, who, timeout_ms, kernel_only,
+				   same, nsame, 0, out, tracer);
+}
+
+int ptracer_dump_frames(pid_t pid, int pidfd, const struct asker *who,
+			int timeout_ms, bool kernel_only,
+			const struct ptracer_same *same, size_t nsame,
+			unsigned max_frames, struct sw_dump **out,
+			pid_t *tracer)
+{
+	uint32_t flags = kernel_only ? REQF_KERNEL_ONLY : 0;
+
 	*out = NULL;
 	*tracer = 0;
 	if (kernel_only && ptracer_kernel_status(NULL, 0) != 0)
 		return -EOPNOTSUPP;
-	return dump_with(pid, pidfd, who, timeout_ms,
-			 kernel_only ? REQF_KERNEL_ONLY : 0, same, nsame, out,
-			 tracer);
+	if (max_frames > SW_MAX_FRAMES)
+		flags |= REQF_DEEP;
+	return dump_with(pid, pidfd, who, timeout_ms, flags, same, nsame,
+			 max_frames, out, tracer);
 }
 
 int ptracer_kernel_dump(pid_t pid, int pidfd, const struct asker *who,

@@ -130,6 +130,17 @@ int ptracer_dump_same(pid_t pid, int pidfd, const struct asker *who,
 		      struct sw_dump **out, pid_t *tracer);
 
 /*
+ * ptracer_dump_same() keeping max_frames frames per thread (as struct
+ * snap's max_frames: 0 SW_MAX_FRAMES, at most SW_MAX_FRAMES_HARD); past
+ * SW_MAX_FRAMES the stacks are copied up to SNAP_STACK_HARD each.
+ */
+int ptracer_dump_frames(pid_t pid, int pidfd, const struct asker *who,
+			int timeout_ms, bool kernel_only,
+			const struct ptracer_same *same, size_t nsame,
+			unsigned max_frames, struct sw_dump **out,
+			pid_t *tracer);
+
+/*
  * Asks the kernel whether a process with credentials cred may read each
  * of tasks (n of them, at most PTRACER_CHECK_MAX): the helper takes those
  * credentials and reads each task's /proc/PID/task/TID/ns/mnt link, which

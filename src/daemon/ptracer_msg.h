@@ -25,6 +25,7 @@ enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2, REQ_STATUS = 3 };
 
 /* request.flags of a snapshot */
 #define REQF_KERNEL_ONLY 0x1 /* threads the kernel cannot give: skipped */
+#define REQF_DEEP 0x2	     /* copies up to SNAP_STACK_HARD (SNAP_DEEP) */
 
 /* The answer to REQ_STATUS: whether the helper reads from the kernel. */
 struct helper_status {

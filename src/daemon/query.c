@@ -8,6 +8,8 @@
 
 #include "query.h"
 
+#include "model/limits.h"
+
 /* Parses a positive decimal of at most 9 digits; -1 when invalid. */
 static long parse_num(const char *s)
 {
@@ -95,6 +97,14 @@ const char *query_parse_stacks(const struct query_args *a,
 	}
 	if (!parse_timeout(a->timeout_ms, &q->timeout_ms))
 		return "timeout_ms must be an integer from 1 to 10000";
+	q->max_frames = -1;
+	if (a->max_frames) {
+		v = parse_num(a->max_frames);
+		if (v < 0 || v > SW_MAX_FRAMES_HARD)
+			return "max_frames must be an integer from 0 (all "
+			       "frames, up to 4096) to 4096";
+		q->max_frames = (int)v;
+	}
 	return NULL;
 }
 

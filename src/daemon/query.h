@@ -33,6 +33,7 @@ struct query_args {
 	const char *format;
 	const char *symbols;
 	const char *timeout_ms;
+	const char *max_frames; /* stacks: frames kept per thread */
 	const char *since;
 	const char *seconds; /* /debug/pprof/profile */
 	const char *debug;   /* /debug/pprof/: 0 protobuf, 1 or 2 text */
@@ -47,6 +48,7 @@ struct query_stacks {
 	enum query_format format;
 	bool symbols;
 	int timeout_ms;
+	int max_frames; /* -1: not asked (SW_MAX_FRAMES); 0: all */
 };
 
 /* What a diff request (/api/v1/diff) asked for. */
@@ -76,9 +78,10 @@ struct query_pprof {
  * Reads a stacks request: pid (a positive integer), format (json, text,
  * folded; html too where dflt is QUERY_HTML, whose Accept header may ask
  * for JSON instead), symbols (0 or 1), timeout_ms (1 to 10000, else
- * default_timeout_ms). Returns NULL with *q filled, or the reason the
- * request is invalid (a static sentence); q->format is then still the
- * format the error should be written in. Never fails on any bytes.
+ * default_timeout_ms), max_frames (0, all, to SW_MAX_FRAMES_HARD). Returns NULL
+ * with *q filled, or the reason the request is invalid (a static sentence);
+ * q->format is then still the format the error should be written in. Never
+ * fails on any bytes.
  */
 const char *query_parse_stacks(const struct query_args *a,
 			       enum query_format dflt, int default_timeout_ms,

@@ -1189,10 +1189,16 @@ static size_t dump_addresses(const struct sw_dump *d)
 	return n;
 }
 
-/* A process without the agent: a snapshot through the helper. */
+/*
+ * A process without the agent: a snapshot through the helper, keeping
+ * max_frames frames (0: SW_MAX_FRAMES). Threads kept from the last read
+ * (kept.h) are reused only at the usual depth: theirs is that one.
+ */
 static int dump_ptrace(struct target *t, const struct asker *who,
-		       int timeout_ms, struct sw_dump **out)
+		       int timeout_ms, unsigned max_frames,
+		       struct sw_dump **out)
 {
+	bool usual = max_frames == 0 || max_frames == SW_MAX_FRAMES;
 	pid_t tracer = 0;
 	int rc;
 
@@ -1201,11 +1207,12 @@ static int dump_ptrace(struct target *t, const struct asker *who,
 
 	/* One snapshot of a process at a time. */
 	pthread_mutex_lock(&t->io_lock);
-	kept_offer(t->kept, &same, &nsame);
-	rc = ptracer_dump_same(t->pid, t->pidfd, who, timeout_ms, false, same,
-			       nsame, out, &tracer);
+	if (usual)
+		kept_offer(t->kept, &same, &nsame);
+	rc = ptracer_dump_frames(t->pid, t->pidfd, who, timeout_ms, false, same,
+				 nsame, max_frames, out, &tracer);
 	free(same);
-	if (rc == 0) {
+	if (rc == 0 && usual) {
 		kept_fill(t->kept, *out);
 		kept_update(&t->kept, *out);
 	}
@@ -1401,8 +1408,10 @@ static int merge_reads(struct sw_dump *kd, struct sw_dump *ad)
  * cannot be used: the caller dumps it all through the agent.
  */
 static int dump_agent_kernel(struct target *t, const struct asker *who,
-			     int timeout_ms, struct sw_dump **out)
+			     int timeout_ms, unsigned max_frames,
+			     struct sw_dump **out)
 {
+	bool usual = max_frames == 0 || max_frames == SW_MAX_FRAMES;
 	uint64_t start = now_ms();
 	struct ptracer_same *same = NULL;
 	struct sw_dump *kd = NULL;
@@ -1412,13 +1421,14 @@ static int dump_agent_kernel(struct target *t, const struct asker *who,
 
 	*out = NULL;
 	pthread_mutex_lock(&t->io_lock);
-	kept_offer(t->kept, &same, &nsame);
+	if (usual)
+		kept_offer(t->kept, &same, &nsame);
 	pthread_mutex_unlock(&t->io_lock);
 	/* One read of the agent's process, held once (gate.h). */
 	gate_hold(t->pid, "agent", who->uid, timeout_ms);
 	gate_held(true);
-	rc = ptracer_dump_same(t->pid, t->pidfd, who, timeout_ms, true, same,
-			       nsame, &kd, &tracer);
+	rc = ptracer_dump_frames(t->pid, t->pidfd, who, timeout_ms, true, same,
+				 nsame, max_frames, &kd, &tracer);
 	free(same);
 	if (rc != 0) {
 		if (rc != -EOPNOTSUPP)
@@ -1429,7 +1439,8 @@ static int dump_agent_kernel(struct target *t, const struct asker *who,
 	}
 	pthread_mutex_lock(&t->io_lock);
 	kept_fill(t->kept, kd);
-	kept_update(&t->kept, kd);
+	if (usual)
+		kept_update(&t->kept, kd);
 	pthread_mutex_unlock(&t->io_lock);
 	skip = malloc((kd->nthreads ? kd->nthreads : 1) * sizeof(*skip));
 	if (!skip) {
@@ -1502,7 +1513,7 @@ static int dump_agent_ran(struct target *t, const struct asker *who,
  */
 static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		    const pid_t *skip, size_t nskip, bool sample,
-		    struct sw_dump **out)
+		    unsigned max_frames, struct sw_dump **out)
 {
 	int rc;
 
@@ -1521,10 +1532,10 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 	if (rc < 0)
 		return rc;
 	if (t->ptrace)
-		rc = dump_ptrace(t, who, timeout_ms, out);
+		rc = dump_ptrace(t, who, timeout_ms, max_frames, out);
 	else if (!nskip && (t->features & WIRE_FEAT_SKIP) &&
-		 (rc = dump_agent_kernel(t, who, timeout_ms, out)) !=
-			 -EOPNOTSUPP)
+		 (rc = dump_agent_kernel(t, who, timeout_ms, max_frames,
+					 out)) != -EOPNOTSUPP)
 		; /* read from the kernel, the rest by the agent */
 	else if (sample && !nskip && (t->features & WIRE_FEAT_SKIP))
 		rc = dump_agent_ran(t, who, timeout_ms, out);
@@ -1543,13 +1554,20 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		    struct sw_dump **out)
 {
-	return dump_raw(t, who, timeout_ms, NULL, 0, false, out);
+	return dump_raw(t, who, timeout_ms, NULL, 0, false, 0, out);
+}
+
+int target_dump_raw_frames(struct target *t, const struct asker *who,
+			   int timeout_ms, unsigned max_frames,
+			   struct sw_dump **out)
+{
+	return dump_raw(t, who, timeout_ms, NULL, 0, false, max_frames, out);
 }
 
 int target_dump_raw_sample(struct target *t, const struct asker *who,
 			   int timeout_ms, struct sw_dump **out)
 {
-	return dump_raw(t, who, timeout_ms, NULL, 0, true, out);
+	return dump_raw(t, who, timeout_ms, NULL, 0, true, 0, out);
 }
 
 int target_dump_raw_skip(struct target *t, const struct asker *who,
@@ -1579,7 +1597,7 @@ int target_dump_raw_skip(struct target *t, const struct asker *who,
 	for (size_t i = 0; i < nskip; i++)
 		if (n == 0 || set[i] != set[n - 1])
 			set[n++] = set[i];
-	rc = dump_raw(t, who, timeout_ms, set, n, false, out);
+	rc = dump_raw(t, who, timeout_ms, set, n, false, 0, out);
 	free(set);
 	return rc;
 }

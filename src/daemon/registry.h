@@ -201,6 +201,17 @@ int target_dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 		    struct sw_dump **out);
 
 /*
+ * target_dump_raw() keeping max_frames frames per thread where the
+ * threads are unwound here (kernel, perf and ptrace reads; as struct
+ * snap's max_frames: 0 SW_MAX_FRAMES, at most SW_MAX_FRAMES_HARD). An
+ * agent's own reads keep what its slots hold (SW_MAX_FRAMES): the
+ * caller cuts them shorter if it must (stacks.h).
+ */
+int target_dump_raw_frames(struct target *t, const struct asker *who,
+			   int timeout_ms, unsigned max_frames,
+			   struct sw_dump **out);
+
+/*
  * target_dump_raw() for a periodic sample: where the kernel path is not
  * used, an agent's threads that have not been on a CPU since the last
  * sample read them are not signalled, and their stacks of then are put

@@ -217,10 +217,30 @@ static void count(struct stacks *s, int rc, const struct sw_dump *d,
 static void name_jit_frames(struct stacks *s, struct target *t,
 			    struct sw_dump *d);
 
-/* stacks_dump(); sample: a periodic sample's (target_dump_raw_sample()). */
+/*
+ * Cuts every thread of d to max frames (those unwound here are already;
+ * an agent's come as its slot holds them), saying so where it had more.
+ */
+static void cut_frames(struct sw_dump *d, unsigned max)
+{
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+
+		if (t->nips > max) {
+			t->nips = max;
+			t->flags |= SW_TF_TRUNCATED;
+		}
+	}
+}
+
+/*
+ * stacks_dump(); sample: a periodic sample's (target_dump_raw_sample());
+ * max_frames: as stacks_dump_frames(), 0 the usual.
+ */
 static int dump_symbolized(struct stacks *s, struct target *t,
 			   const struct asker *who, int timeout_ms,
-			   bool symbols, bool sample, struct sw_dump **out)
+			   bool symbols, bool sample, unsigned max_frames,
+			   struct sw_dump **out)
 {
 	uint64_t start = clock_now_ns(), sym_start;
 	struct sw_dump *d = NULL;
@@ -228,8 +248,10 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 
 	*out = NULL;
 	modfile_pass_begin();
-	rc = sample ? target_dump_raw_sample(t, who, timeout_ms, &d)
-		    : target_dump_raw(t, who, timeout_ms, &d);
+	rc = sample	  ? target_dump_raw_sample(t, who, timeout_ms, &d)
+	     : max_frames ? target_dump_raw_frames(t, who, timeout_ms,
+						   max_frames, &d)
+			  : target_dump_raw(t, who, timeout_ms, &d);
 	count(s, rc, d, (clock_now_ns() - start) / 1000);
 	if (rc < 0) {
 		/* An agent's part failed after the kernel's was unwound:
@@ -243,6 +265,8 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 	}
 	/* The pid as the daemon sees it, whatever the agent said. */
 	d->pid = t->pid;
+	if (max_frames)
+		cut_frames(d, max_frames);
 	atomic_store(&t->last_threads, (uint32_t)d->nthreads);
 	atomic_store(&t->last_sample_ms,
 		     (uint64_t)d->collected_at.tv_sec * 1000 +
@@ -281,7 +305,35 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 		int timeout_ms, bool symbols, struct sw_dump **out)
 {
-	return dump_symbolized(s, t, who, timeout_ms, symbols, false, out);
+	return dump_symbolized(s, t, who, timeout_ms, symbols, false, 0, out);
+}
+
+void stacks_dump_frames_many(struct stacks *s, struct target **ts, size_t n,
+			     const struct asker *who, int timeout_ms,
+			     bool symbols, unsigned max_frames,
+			     struct sdump **sds, int *rcs)
+{
+	uint64_t until = clock_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t now = clock_now_ns();
+		struct sw_dump *d = NULL;
+
+		sds[i] = calloc(1, sizeof(*sds[i]));
+		if (!sds[i]) {
+			rcs[i] = -ENOMEM;
+			continue;
+		}
+		atomic_init(&sds[i]->refs, 1);
+		rcs[i] = now >= until
+				 ? -ETIMEDOUT
+				 : stacks_dump_frames(
+					   s, ts[i], who,
+					   (int)((until - now) / 1000000u) + 1,
+					   symbols, max_frames, &d);
+		sds[i]->d = d;
+		sds[i]->mono_ns = now;
+	}
 }
 
 void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
@@ -303,7 +355,11 @@ struct target_svc {
 	uint64_t last_attempt_ns; /* CLOCK_MONOTONIC start of the newest */
 	int last_rc;		  /* its result */
 	struct sdump *last;	  /* its dump, NULL after an error */
-	struct history hist;	  /* the samples kept, oldest first */
+	/* A dump of another depth (stacks_dump_frames()): in flight, and
+	 * when the newest began. Neither cached nor waited on by others. */
+	bool frames_busy;
+	uint64_t frames_last_ns;
+	struct history hist; /* the samples kept, oldest first */
 	/* The newest sample is kept only until the next one: a dump asked
 	 * for between two periodic samples, or one too near the last. */
 	bool spare_tail;
@@ -624,7 +680,7 @@ static int fresh_dump(struct stacks *s, struct target *t,
 	int rc;
 
 	rc = dump_symbolized(s, t, who, timeout_ms, true,
-			     (flags & STACKS_SAMPLE) != 0, &d);
+			     (flags & STACKS_SAMPLE) != 0, 0, &d);
 	if (rc == 0) {
 		sd = calloc(1, sizeof(*sd));
 		if (!sd) {
@@ -720,6 +776,88 @@ int stacks_get(struct stacks *s, struct target *t, const struct asker *who,
 	       int timeout_ms, struct sdump **out)
 {
 	return stacks_get_flags(s, t, who, timeout_ms, 0, out);
+}
+
+/*
+ * A turn of t for a dump of another depth (stacks_dump_frames()): one
+ * at a time, and none sooner than 1/max_dump_rate s after the last dump
+ * of t of any depth began (waited for, not served from the cache: that
+ * one is of the usual depth). The registry reads one target once at a
+ * time whatever asks. Returns 0 with the turn taken (frames_done() ends
+ * it), or -ETIMEDOUT when it does not come by deadline (CLOCK_MONOTONIC
+ * ns).
+ */
+static int frames_turn(struct stacks *s, struct target *t, uint64_t deadline)
+{
+	struct timespec ts = { .tv_sec = (time_t)(deadline / 1000000000ull),
+			       .tv_nsec = (long)(deadline % 1000000000ull) };
+	int rc = 0;
+
+	pthread_mutex_lock(&t->svc->dump_lock);
+	for (;;) {
+		uint64_t now = clock_now_ns(), next;
+
+		if (now >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		next = (t->svc->last_attempt_ns > t->svc->frames_last_ns
+				? t->svc->last_attempt_ns
+				: t->svc->frames_last_ns) +
+		       s->min_interval_ns;
+		if (!t->svc->frames_busy && now >= next)
+			break;
+		if (t->svc->frames_busy) {
+			pthread_cond_timedwait(&t->svc->dump_cond,
+					       &t->svc->dump_lock, &ts);
+		} else {
+			struct timespec until = {
+				.tv_sec = (time_t)(next / 1000000000ull),
+				.tv_nsec = (long)(next % 1000000000ull)
+			};
+
+			pthread_cond_timedwait(&t->svc->dump_cond,
+					       &t->svc->dump_lock,
+					       next < deadline ? &until : &ts);
+		}
+	}
+	if (rc == 0) {
+		t->svc->frames_busy = true;
+		t->svc->frames_last_ns = clock_now_ns();
+	}
+	pthread_mutex_unlock(&t->svc->dump_lock);
+	return rc;
+}
+
+/* Ends frames_turn()'s turn: the next one waiting goes on. */
+static void frames_done(struct target *t)
+{
+	pthread_mutex_lock(&t->svc->dump_lock);
+	t->svc->frames_busy = false;
+	pthread_cond_broadcast(&t->svc->dump_cond);
+	pthread_mutex_unlock(&t->svc->dump_lock);
+}
+
+int stacks_dump_frames(struct stacks *s, struct target *t,
+		       const struct asker *who, int timeout_ms, bool symbols,
+		       unsigned max_frames, struct sw_dump **out)
+{
+	uint64_t start = clock_now_ns();
+	uint64_t deadline = start + (uint64_t)timeout_ms * 1000000ull;
+	int rc;
+
+	*out = NULL;
+	if (max_frames == 0 || max_frames > SW_MAX_FRAMES_HARD)
+		max_frames = SW_MAX_FRAMES_HARD;
+	rc = frames_turn(s, t, deadline);
+	if (rc < 0)
+		return rc;
+	/* What the wait for the turn took comes off the dump's time. */
+	timeout_ms = (int)((deadline - clock_now_ns()) / 1000000ull);
+	rc = dump_symbolized(s, t, who, timeout_ms > 0 ? timeout_ms : 1,
+			     symbols, false, max_frames, out);
+	frames_done(t);
+	return rc;
 }
 
 int stacks_get_flags(struct stacks *s, struct target *t,

@@ -175,6 +175,31 @@ int stacks_dump(struct stacks *s, struct target *t, const struct asker *who,
 		int timeout_ms, bool symbols, struct sw_dump **out);
 
 /*
+ * stacks_dump() keeping max_frames frames per thread (0: as many as
+ * there are, up to SW_MAX_FRAMES_HARD), a thread with more marked
+ * SW_TF_TRUNCATED. A thread read by the agent's handler has at most
+ * SW_MAX_FRAMES (its slot). Never cached nor kept in the history: what
+ * the watchdog and the diff compare is the usual depth. It takes its
+ * turn as every dump of t does (one at a time, at most --max-dump-rate a
+ * second), waiting for it within timeout_ms: -ETIMEDOUT when it does
+ * not come. Blocks.
+ */
+int stacks_dump_frames(struct stacks *s, struct target *t,
+		       const struct asker *who, int timeout_ms, bool symbols,
+		       unsigned max_frames, struct sw_dump **out);
+
+/*
+ * stacks_dump_frames() of ts (n of them), one after the other under one
+ * deadline of timeout_ms: sds[i] (an sdump of its own, never cached)
+ * and rcs[i] as stacks_get_many() has them, except that sds[i] may hold
+ * no dump when rcs[i] is an error.
+ */
+void stacks_dump_frames_many(struct stacks *s, struct target **ts, size_t n,
+			     const struct asker *who, int timeout_ms,
+			     bool symbols, unsigned max_frames,
+			     struct sdump **sds, int *rcs);
+
+/*
  * The newest dump of t no older than 1/max_dump_rate s: the cached one,
  * the one in flight (waited for, within timeout_ms plus the agent grace),
  * or a fresh one (for who: ptracer.h), which then joins t's history with

@@ -67,7 +67,7 @@ static void to_snap(struct kread_thread *k, struct snap_thread *t)
  */
 static int read_running(struct kread *k, int slot, pid_t pid,
 			const struct kread_thread *first, uint64_t deadline_ns,
-			struct snap_thread *t)
+			uint32_t limit, struct snap_thread *t)
 {
 	uint64_t until = clock_now_ns() + KSNAP_PERF_WAIT_NS;
 	struct kread_thread *v = NULL;
@@ -87,8 +87,7 @@ static int read_running(struct kread *k, int slot, pid_t pid,
 		if (r != -EAGAIN)
 			return r;
 		/* It did not run: it is blocked now, the kernel has it. */
-		r = kread_thread(k, slot, pid, first->tid, SNAP_STACK_MAX, &v,
-				 &n, NULL);
+		r = kread_thread(k, slot, pid, first->tid, limit, &v, &n, NULL);
 		if (r == 0 && n == 1 && (v[0].flags & KREAD_OK)) {
 			to_snap(&v[0], t);
 			kread_free(v, n);
@@ -163,8 +162,8 @@ int ksnap_take_same(struct kread *k, int slot, pid_t pid, int timeout_ms,
 	*out = NULL;
 	if (!k)
 		return snap_take_with(pid, timeout_ms, NULL, 0, flags, out);
-	r = kread_process_same(k, slot, pid, SNAP_STACK_MAX, same, nsame, &v,
-			       &n, stats);
+	r = kread_process_same(k, slot, pid, snap_stack_limit(flags), same,
+			       nsame, &v, &n, stats);
 	if (r == 0 && n) {
 		given = calloc(n, sizeof(*given));
 		if (!given)
@@ -190,8 +189,8 @@ int ksnap_take_same(struct kread *k, int slot, pid_t pid, int timeout_ms,
 		    (v[i].flags & (KREAD_ONCPU | KREAD_TORN)) &&
 		    sampled < KSNAP_PERF_MAX && clock_now_ns() < deadline_ns) {
 			sampled++;
-			if (read_running(k, slot, pid, &v[i], deadline_ns, t) ==
-			    0)
+			if (read_running(k, slot, pid, &v[i], deadline_ns,
+					 snap_stack_limit(flags), t) == 0)
 				continue;
 		}
 		memset(t, 0, sizeof(*t));

@@ -8,7 +8,10 @@
 #ifndef SW_LIMITS_H
 #define SW_LIMITS_H
 
-#define SW_MAX_FRAMES 256    /* raw ips captured per thread */
+#define SW_MAX_FRAMES 256 /* raw ips captured per thread */
+/* Frames a dump may be asked to keep (max_frames 0: this many). The
+ * agent's slots hold SW_MAX_FRAMES; the offline unwinder goes this far. */
+#define SW_MAX_FRAMES_HARD 4096
 #define SW_MAX_THREADS 65536 /* threads per dump */
 #define SW_MAX_MODULES 4096  /* modules per dump */
 #define SW_BUILD_ID_MAX 64   /* bytes of a build-id */
@@ -17,7 +20,7 @@
 /* Thread flags. */
 #define SW_TF_FIRST_EXACT 0x1 /* ips[0] is an interrupted pc, not a return */
 #define SW_TF_IN_LOADER 0x2   /* stopped inside the dynamic loader */
-#define SW_TF_TRUNCATED 0x4   /* more than SW_MAX_FRAMES frames */
+#define SW_TF_TRUNCATED 0x4   /* more frames than the dump keeps */
 #define SW_TF_LOW_STACK 0x8   /* too near the end of its stack to unwind */
 #define SW_TF_CUT 0x10	      /* stopped at memory not known to be mapped */
 #define SW_TF_NO_ROOM 0x20    /* on a stack of unknown size: pc only */

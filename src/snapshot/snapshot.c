@@ -38,6 +38,7 @@
 
 struct range {
 	uint64_t start, end;
+	bool stack; /* readable and writable, anonymous or [stack] */
 };
 
 struct maps {
@@ -68,6 +69,9 @@ static int maps_read(pid_t pid, struct maps *m)
 		return -errno;
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long long s, e;
+		unsigned long ino = 0;
+		char perms[5] = "";
+		int at = 0;
 		size_t len = strlen(line);
 
 		total += len;
@@ -80,7 +84,9 @@ static int maps_read(pid_t pid, struct maps *m)
 			while ((c = fgetc(f)) != EOF && c != '\n')
 				total++;
 		}
-		if (sscanf(line, "%llx-%llx", &s, &e) != 2 || e <= s)
+		if (sscanf(line, "%llx-%llx %4s %*x %*x:%*x %lu %n", &s, &e,
+			   perms, &ino, &at) < 4 ||
+		    e <= s)
 			continue;
 		if (m->n == cap) {
 			size_t nc = cap ? cap * 2 : 256;
@@ -97,6 +103,9 @@ static int maps_read(pid_t pid, struct maps *m)
 		}
 		m->v[m->n].start = s;
 		m->v[m->n].end = e;
+		m->v[m->n].stack =
+			perms[0] == 'r' && perms[1] == 'w' &&
+			(ino == 0 || strncmp(line + at, "[stack", 6) == 0);
 		m->n++;
 	}
 	fclose(f);
@@ -126,6 +135,195 @@ static uint64_t maps_end(const struct maps *m, uint64_t addr, uint64_t *start)
 		}
 	}
 	return 0;
+}
+
+/* The mapping holding addr, or NULL. */
+static const struct range *maps_find(const struct maps *m, uint64_t addr)
+{
+	uint64_t start;
+	size_t lo = 0, hi = m->n;
+
+	if (!maps_end(m, addr, &start))
+		return NULL;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->v[mid].start < start)
+			lo = mid + 1;
+		else if (m->v[mid].start > start)
+			hi = mid;
+		else
+			return &m->v[mid];
+	}
+	return NULL;
+}
+
+uint32_t snap_stack_limit(unsigned flags)
+{
+	return (flags & SNAP_DEEP) ? SNAP_STACK_HARD : SNAP_STACK_MAX;
+}
+
+/* Whether addr lies in one of t's copies. */
+static bool in_copies(const struct snap_thread *t, uint64_t addr)
+{
+	if (addr >= t->sp && addr - t->sp < t->stack_len)
+		return true;
+	for (uint32_t i = 0; i < t->nmore; i++)
+		if (addr >= t->more[i].at &&
+		    addr - t->more[i].at < t->more[i].len)
+			return true;
+	return false;
+}
+
+/*
+ * The next region of t's stack: where the copy last (of last_len bytes
+ * at last_at, holding the sp *sp) says it goes on (snap_more_next()), if
+ * that is in another stack mapping; its start (the interrupted sp less
+ * the red zone, within its mapping) and length, capped at room, and *sp
+ * the interrupted sp. Returns false when there is none; sets t->cut when
+ * there is one that cannot be copied (no room left, not a stack mapping,
+ * the regions used up), for the unwinder to say the stack was cut if it
+ * wanted what is there.
+ */
+static bool more_region(const struct maps *m, struct snap_thread *t,
+			const uint8_t *last, uint64_t last_at,
+			uint32_t last_len, uint32_t room, uint64_t *sp,
+			uint64_t *at, uint32_t *len, uint64_t *frame)
+{
+	uint64_t next = snap_more_next(last, last_at, last_len, *sp, frame);
+	const struct range *r;
+	uint64_t end;
+
+	if (!next || in_copies(t, next))
+		return false;
+	*sp = next;
+	r = maps_find(m, next);
+	if (!r || !r->stack || t->nmore == SNAP_MORE_MAX || room == 0) {
+		t->cut = true;
+		return false;
+	}
+	*at = next - r->start >= SNAP_REDZONE ? next - SNAP_REDZONE : r->start;
+	end = r->end;
+	if (end - *at > room) {
+		end = *at + room;
+		t->cut = true;
+	}
+	*len = (uint32_t)(end - *at);
+	return true;
+}
+
+/*
+ * Copies the further regions of t's stack (more_region()) from the live
+ * process into buf (room bytes), each recorded in t->more with bytes
+ * pointing into buf, and the signal frame that led to it in frames[]
+ * (SNAP_MORE_MAX; may be NULL). Either the thread is stopped, or the
+ * caller checks afterwards that it did not run meanwhile
+ * (more_still()). Returns the bytes used.
+ */
+static uint32_t copy_more(pid_t pid, const struct maps *m,
+			  struct snap_thread *t, const uint8_t *first,
+			  uint8_t *buf, uint32_t room, uint64_t *frames)
+{
+	const uint8_t *last = first;
+	uint64_t last_at = t->sp, at, sp = t->regs[7], frame = 0;
+	uint32_t last_len = t->stack_len, used = 0, len;
+
+	while (more_region(m, t, last, last_at, last_len, room - used, &sp, &at,
+			   &len, &frame)) {
+		struct iovec local = { buf + used, len };
+		struct iovec remote = { (void *)(uintptr_t)at, len };
+		ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+		struct snap_region *g;
+
+		if (got <= 0) {
+			t->cut = true;
+			break;
+		}
+		if (frames)
+			frames[t->nmore] = frame;
+		g = &t->more[t->nmore++];
+		g->at = at;
+		g->len = (uint32_t)got;
+		g->bytes = buf + used;
+		used += (uint32_t)got;
+		last = g->bytes;
+		last_at = g->at;
+		last_len = g->len;
+	}
+	return used;
+}
+
+/* The region of t's copies that holds [addr, addr + n), or NULL. */
+static const uint8_t *copied(const struct snap_thread *t, uint64_t addr,
+			     uint32_t n)
+{
+	if (addr >= t->sp && addr - t->sp <= t->stack_len &&
+	    t->stack_len - (addr - t->sp) >= n)
+		return t->stack + (addr - t->sp);
+	for (uint32_t i = 0; i < t->nmore; i++) {
+		const struct snap_region *g = &t->more[i];
+
+		if (addr >= g->at && addr - g->at <= g->len &&
+		    g->len - (addr - g->at) >= n)
+			return g->bytes + (addr - g->at);
+	}
+	return NULL;
+}
+
+static int keep_more(struct snap_thread *t);
+/*
+ * Whether the thread t, read while it was blocked (kernel) or running
+ * (perf) and whose further regions were copied afterwards, is still in
+ * the handlers that left them: each signal frame that led to a region
+ * still holds what was copied of it. While a handler has not returned,
+ * the code it interrupted cannot run, so what that code left on its
+ * stack is as it was when the thread was read, even if the handler
+ * itself ran on meanwhile; a handler that returned (or left by
+ * longjmp) took its frame with it, and the next signal's frame holds
+ * another interrupted context.
+ */
+static bool more_still(pid_t pid, const struct snap_thread *t,
+		       const uint64_t *frames)
+{
+	for (uint32_t i = 0; i < t->nmore; i++) {
+		uint8_t now[SNAP_SIGFRAME_LEN];
+		const uint8_t *then = copied(t, frames[i], sizeof(now));
+		struct iovec local = { now, sizeof(now) };
+		struct iovec remote = { (void *)(uintptr_t)frames[i],
+					sizeof(now) };
+
+		if (!then ||
+		    process_vm_readv(pid, &local, 1, &remote, 1, 0) !=
+			    (ssize_t)sizeof(now) ||
+		    memcmp(now, then, sizeof(now)) != 0)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The further regions of a thread read another way (kernel, perf), from
+ * the live process once the read is over: kept only when more_still()
+ * says nothing moved meanwhile; otherwise t->cut says that the stack
+ * goes on where it was not copied.
+ */
+static void more_given(pid_t pid, const struct maps *m, struct snap_thread *t,
+		       uint32_t limit)
+{
+	uint64_t frames[SNAP_MORE_MAX] = { 0 };
+	uint32_t room = limit > t->stack_len ? limit - t->stack_len : 0;
+	uint8_t *buf = room ? malloc(room) : NULL;
+
+	if (!buf) {
+		t->cut = true;
+		return;
+	}
+	copy_more(pid, m, t, t->stack, buf, room, frames);
+	if (t->nmore && (!more_still(pid, t, frames) || keep_more(t) != 0)) {
+		t->nmore = 0;
+		t->cut = true;
+	}
+	free(buf);
 }
 
 /* Whole seconds of CPU from clock ticks, in ms. */
@@ -219,15 +417,15 @@ static void regs_to_dwarf(const struct user_regs_struct *r, uint64_t *d)
 }
 #endif
 
-/* Reads the registers and the live stack of the stopped thread t. */
 /*
  * Copies a stopped thread's registers and stack into t, the stack into
- * scratch (SNAP_STACK_MAX bytes, already written to once: no page fault
- * and no allocation while the thread waits); keep_stack() moves it out
- * once the thread runs again.
+ * scratch (limit bytes, already written to once: no page fault and no
+ * allocation while the thread waits), the stack's further regions
+ * (copy_more()) after it; keep_stack() moves them out once the thread
+ * runs again.
  */
 static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
-		       uint8_t *scratch)
+		       uint8_t *scratch, uint32_t limit)
 {
 #if defined(__x86_64__)
 	struct user_regs_struct regs;
@@ -262,8 +460,8 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 		t->sp = t->sp - start >= SNAP_REDZONE ? t->sp - SNAP_REDZONE
 						      : start;
 	len = end ? end - t->sp : SNAP_NOMAP_READ;
-	if (len > SNAP_STACK_MAX) {
-		len = SNAP_STACK_MAX;
+	if (len > limit) {
+		len = limit;
 		t->cut = end != 0;
 	}
 	local.iov_base = scratch;
@@ -272,14 +470,36 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 	remote.iov_len = len;
 	got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
 	t->stack_len = got > 0 ? (uint32_t)got : 0;
+	/* Still stopped: what a handler on an alternate stack interrupted. */
+	copy_more(pid, m, t, scratch, scratch + t->stack_len,
+		  limit - t->stack_len, NULL);
 	return 0;
 #else
 	(void)pid;
 	(void)m;
 	(void)t;
 	(void)scratch;
+	(void)limit;
 	return SNAP_EARCH;
 #endif
+}
+
+/* Moves t's further regions out of a buffer that is not t's own. */
+static int keep_more(struct snap_thread *t)
+{
+	for (uint32_t i = 0; i < t->nmore; i++) {
+		uint8_t *b = malloc(t->more[i].len ? t->more[i].len : 1);
+
+		if (!b) {
+			for (uint32_t j = i; j < t->nmore; j++)
+				t->more[j].bytes = NULL;
+			t->nmore = i;
+			return -ENOMEM;
+		}
+		memcpy(b, t->more[i].bytes, t->more[i].len);
+		t->more[i].bytes = b;
+	}
+	return 0;
 }
 
 static int keep_stack(struct snap_thread *t, const uint8_t *scratch)
@@ -287,10 +507,11 @@ static int keep_stack(struct snap_thread *t, const uint8_t *scratch)
 	t->stack = malloc(t->stack_len ? t->stack_len : 1);
 	if (!t->stack) {
 		t->stack_len = 0;
+		t->nmore = 0;
 		return -ENOMEM;
 	}
 	memcpy(t->stack, scratch, t->stack_len);
-	return 0;
+	return keep_more(t);
 }
 
 /* Reads name, state and CPU times of tid before it is stopped. */
@@ -433,7 +654,8 @@ static void prio_end(struct prio *p)
  */
 static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 		    uint64_t deadline_ns, struct prio *prio, uint8_t *scratch,
-		    struct late *late, struct snap_thread *t, bool *group_stop)
+		    uint32_t limit, struct late *late, struct snap_thread *t,
+		    bool *group_stop)
 {
 	uint64_t t0, wait_until;
 	int st, r;
@@ -487,7 +709,7 @@ static int snap_one(pid_t pid, int taskfd, const struct maps *m,
 	if ((st >> 16) == PTRACE_EVENT_STOP && WSTOPSIG(st) != SIGTRAP)
 		*group_stop = true;
 	t->captured_ns = clock_now_ns();
-	r = copy_thread(pid, m, t, scratch);
+	r = copy_thread(pid, m, t, scratch, limit);
 	release(t->tid, st);
 	t->paused_ns = (uint32_t)(clock_now_ns() - t0);
 	if (t->paused_ns > SNAP_BUSY_NS && ++prio->slow >= SNAP_BUSY_PAUSES)
@@ -639,6 +861,7 @@ static int merge_given(struct snap *s, struct snap_thread *given, size_t n,
 		*t = given[i];
 		given[i].stack = NULL;
 		given[i].stack_len = 0;
+		given[i].nmore = 0;
 	}
 	sort_threads(s->threads, s->nthreads);
 	return 0;
@@ -648,6 +871,64 @@ static int merge_given(struct snap *s, struct snap_thread *given, size_t n,
 static bool is_given(const struct snap_thread *t)
 {
 	return t->method != SNAP_M_PTRACE || t->status == SW_ST_SKIPPED;
+}
+
+/* Whether t was read another way, and its stack goes on elsewhere. */
+static bool goes_on(const struct snap_thread *t)
+{
+	return is_given(t) && t->status == SW_ST_OK && !t->reused && t->stack &&
+	       snap_more_next(t->stack, t->sp, t->stack_len, t->regs[7],
+			      NULL) != 0;
+}
+
+/* Whether some thread of s read another way goes on elsewhere. */
+static bool given_go_on(const struct snap *s)
+{
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (goes_on(&s->threads[i]))
+			return true;
+	return false;
+}
+
+/* The further regions of every thread of s read another way (m: maps). */
+static void more_of_given(pid_t pid, const struct maps *m, struct snap *s,
+			  uint32_t limit)
+{
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (goes_on(&s->threads[i]))
+			more_given(pid, m, &s->threads[i], limit);
+}
+
+/*
+ * What the copies of s need: the mappings (*m) where some thread is to
+ * be stopped and copied, or one read another way goes on elsewhere
+ * (those are copied now, more_of_given()); the scratch buffer (*scratch,
+ * limit bytes, faulted in) and *need where some thread is to be stopped.
+ * Returns 0 or a negative errno.
+ */
+static int prepare(pid_t pid, struct snap *s, uint32_t limit, struct maps *m,
+		   uint8_t **scratch, bool *need)
+{
+	int r = 0;
+
+	*need = false;
+	for (size_t i = 0; i < s->nthreads && !*need; i++)
+		*need = !is_given(&s->threads[i]);
+	if (*need || given_go_on(s)) {
+		r = maps_read(pid, m);
+		if (r == -EACCES) /* what ptrace's read rule says of the maps */
+			r = -EPERM;
+	}
+	if (r == 0 && m->n)
+		more_of_given(pid, m, s, limit);
+	if (r == 0 && *need) {
+		*scratch = malloc(limit);
+		if (*scratch)
+			memset(*scratch, 0, limit); /* faulted in now */
+		else
+			r = -ENOMEM;
+	}
+	return r;
 }
 
 int snap_take(pid_t pid, int timeout_ms, struct snap **out)
@@ -667,6 +948,7 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 	char path[64];
 	int taskfd, r;
 	uint64_t deadline_ns;
+	uint32_t limit = snap_stack_limit(flags);
 	size_t first = 0, added = 0;
 	bool traced = false, need = false;
 
@@ -707,22 +989,8 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 	}
 	if (r == 0 && (ngiven || (flags & SNAP_GIVEN_ONLY)))
 		r = merge_given(s, given, ngiven, flags);
-	/* The mappings only where some thread is to be stopped and copied
-	 * (given ones were read already). */
-	for (size_t i = 0; r == 0 && i < s->nthreads && !need; i++)
-		need = !is_given(&s->threads[i]);
-	if (r == 0 && need) {
-		r = maps_read(pid, &m);
-		if (r == -EACCES) /* what ptrace's read rule says of the maps */
-			r = -EPERM;
-	}
-	if (r == 0 && need) {
-		scratch = malloc(SNAP_STACK_MAX);
-		if (scratch)
-			memset(scratch, 0, SNAP_STACK_MAX); /* faulted in now */
-		else
-			r = -ENOMEM;
-	}
+	if (r == 0)
+		r = prepare(pid, s, limit, &m, &scratch, &need);
 	if (r != 0)
 		goto fail_fd;
 	sigemptyset(&chld);
@@ -750,7 +1018,7 @@ int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 				continue;
 			}
 			if (snap_one(pid, taskfd, &m, deadline_ns, &prio,
-				     scratch, &late, t,
+				     scratch, limit, &late, t,
 				     &s->stopped) == SNAP_ETRACED)
 				traced = true;
 			if (late.n)
@@ -811,8 +1079,11 @@ void snap_free(struct snap *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nthreads; i++)
+	for (size_t i = 0; i < s->nthreads; i++) {
 		free(s->threads[i].stack);
+		for (uint32_t j = 0; j < s->threads[i].nmore; j++)
+			free(s->threads[i].more[j].bytes);
+	}
 	free(s->threads);
 	free(s);
 }

@@ -28,7 +28,9 @@
 
 #define SNAP_NREGS 17		      /* x86-64 DWARF registers 0..16 */
 #define SNAP_STACK_MAX (512u * 1024u) /* bytes copied per thread */
+#define SNAP_STACK_HARD (8u << 20)    /* with SNAP_DEEP: a whole 8 MiB stack */
 #define SNAP_REDZONE 128u	      /* and below sp: the ABI's red zone */
+#define SNAP_MORE_MAX 2		      /* further stack regions per thread */
 
 /* Errors of their own (negative, beside -errno). */
 #define SNAP_ETRACED (-21101)  /* another tracer holds the process */
@@ -42,6 +44,17 @@ enum snap_method {
 	SNAP_M_KERNEL,	   /* blocked: read from the kernel (kread/) */
 	SNAP_M_PERF,	   /* running: one perf sample of it */
 	SNAP_M_COUNT
+};
+
+/*
+ * A further piece of a thread's stack, in another mapping than the one
+ * holding sp: the frames that a signal handler running on an alternate
+ * signal stack (sigaltstack, SA_ONSTACK) interrupted (snap_more_next()).
+ */
+struct snap_region {
+	uint64_t at;
+	uint32_t len;
+	uint8_t *bytes; /* a copy of [at, at + len); owned */
 };
 
 struct snap_thread {
@@ -65,10 +78,15 @@ struct snap_thread {
 	/* It has not run since the read whose counts the caller gave: no
 	 * registers or stack here, the caller's earlier unwind stands. */
 	bool reused;
-	/* The copy stops before the end of the stack (a cap): the frames
-	 * beyond it are not there to unwind. */
+	/* The copy stops before the end of the stack (a cap), or a further
+	 * region could not be copied: the frames beyond it are not there to
+	 * unwind (the unwinder says so only when it wanted them). */
 	bool cut;
 	struct sw_wait wait;
+	/* The stack's further regions, in the order the unwind meets them;
+	 * together with stack, at most the snapshot's copy limit. */
+	uint32_t nmore;
+	struct snap_region more[SNAP_MORE_MAX];
 };
 
 struct snap {
@@ -83,6 +101,10 @@ struct snap {
 	uint64_t paused_total_ns;
 	size_t nthreads; /* sorted by tid */
 	struct snap_thread *threads;
+	/* Frames the unwinder keeps per thread (1..SW_MAX_FRAMES_HARD; 0:
+	 * SW_MAX_FRAMES). Set by the caller before unwind_snapshot(); not
+	 * part of the snapshot's bytes. */
+	uint32_t max_frames;
 };
 
 /*
@@ -109,6 +131,9 @@ int snap_take(pid_t pid, int timeout_ms, struct snap **out);
  */
 #define SNAP_GIVEN_ONLY 0x1
 #define SNAP_LISTED 0x2
+/* SNAP_DEEP: each thread's copies may reach SNAP_STACK_HARD bytes, not
+ * SNAP_STACK_MAX (for more frames than SW_MAX_FRAMES). */
+#define SNAP_DEEP 0x4
 int snap_take_with(pid_t pid, int timeout_ms, struct snap_thread *given,
 		   size_t n, unsigned flags, struct snap **out);
 
@@ -121,13 +146,31 @@ void snap_why(pid_t pid, int err, pid_t tracer, char *buf, size_t size);
 
 void snap_free(struct snap *s);
 
+/* The bytes copied per thread under flags (SNAP_DEEP or not). */
+uint32_t snap_stack_limit(unsigned flags);
+
+/*
+ * Where a stack goes on beyond the copy mem (len bytes of it, from the
+ * address at, holding the thread's sp): when a signal handler runs on an
+ * alternate signal stack, the kernel's signal frame on that stack holds
+ * the interrupted context, whose sp is on the thread's own stack, in
+ * another mapping. Returns that sp, with *frame (may be NULL) the
+ * address of the signal frame (its SNAP_SIGFRAME_LEN bytes say where
+ * the rest is: while they are unchanged, the handler has not returned),
+ * or 0 when mem holds no such frame (or the sp it names is inside mem).
+ * Pure: reads mem only.
+ */
+#define SNAP_SIGFRAME_LEN 240u /* return address, ucontext to fpstate */
+uint64_t snap_more_next(const uint8_t *mem, uint64_t at, uint32_t len,
+			uint64_t sp, uint64_t *frame);
+
 /*
  * The snapshot as bytes, for the daemon's helper to answer over a pipe:
  * snap_write() sends s (or just err when s is NULL) on fd; snap_read()
  * reads one, bounded and validated (at most SW_MAX_THREADS threads and
- * SNAP_STACK_MAX bytes of stack each), waiting at most until deadline_ns
- * (CLOCK_MONOTONIC). snap_read() returns 0 with *out, the error the
- * helper sent, SW_EFORMAT for malformed bytes, -ETIMEDOUT or -EPIPE.
+ * SNAP_STACK_HARD bytes of stack each, its regions included), waiting at most
+ * until deadline_ns (CLOCK_MONOTONIC). snap_read() returns 0 with *out, the
+ * error the helper sent, SW_EFORMAT for malformed bytes, -ETIMEDOUT or -EPIPE.
  */
 int snap_write(int fd, int err, const struct snap *s);
 int snap_read(int fd, uint64_t deadline_ns, struct snap **out);

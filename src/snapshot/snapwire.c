@@ -1,6 +1,8 @@
 /*
  * snapwire.c - a snapshot as bytes between the daemon's helper and the
  * daemon (snapshot.h): a header, then per thread a record and its stack.
+ * A thread's further stack regions (struct snap_region) follow its stack,
+ * each a wire_region and its bytes.
  * Both ends are the same build on the same host, so records are the
  * structs below in host order; the reader still checks every count and
  * length, because a broken helper must not break the daemon.
@@ -17,7 +19,7 @@
 #include "stackwatch.h"
 
 #define SNAP_MAGIC 0x4e535753u /* "SWSN" */
-#define SNAP_VERSION 2u
+#define SNAP_VERSION 3u
 
 struct wire_hdr {
 	uint32_t magic, version;
@@ -42,9 +44,14 @@ struct wire_thread {
 	uint32_t paused_ns;
 	uint64_t utime_ms, stime_ms, captured_ns, sp;
 	uint64_t regs[SNAP_NREGS];
-	uint32_t waits, pad2;
+	uint32_t waits, nmore;
 	uint64_t nvcsw, nivcsw;
 	struct sw_wait wait;
+};
+
+struct wire_region {
+	uint64_t at;
+	uint32_t len, pad;
 };
 
 static int write_all(int fd, const void *p, size_t n)
@@ -151,9 +158,17 @@ int snap_write(int fd, int err, const struct snap *s)
 		w.waits = t->waits;
 		if (t->waits)
 			w.wait = t->wait;
+		w.nmore = w.stack_len ? t->nmore : 0;
 		wbuf_put(b, &w, sizeof(w));
 		if (w.stack_len)
 			wbuf_put(b, t->stack, w.stack_len);
+		for (uint32_t k = 0; k < w.nmore; k++) {
+			struct wire_region g = { .at = t->more[k].at,
+						 .len = t->more[k].len };
+
+			wbuf_put(b, &g, sizeof(g));
+			wbuf_put(b, t->more[k].bytes, g.len);
+		}
 	}
 	wbuf_flush(b);
 	r = b->err;
@@ -251,6 +266,38 @@ static bool valid_wait(const struct sw_wait *w)
 	       w->addr - w->mem_at <= w->nmem - 4;
 }
 
+/*
+ * A thread's n further regions, after its stack: each within what one
+ * thread may hold in all (SNAP_STACK_HARD, its stack included).
+ */
+static int read_regions(struct rbuf *rb, struct snap_thread *t, uint32_t n)
+{
+	uint64_t total = t->stack_len;
+
+	for (uint32_t k = 0; k < n; k++) {
+		struct wire_region g;
+		struct snap_region *m = &t->more[k];
+		int r = rbuf_get(rb, &g, sizeof(g));
+
+		if (r != 0)
+			return r;
+		total += g.len;
+		if (!g.len || total > SNAP_STACK_HARD ||
+		    g.at > UINT64_MAX - g.len)
+			return SW_EFORMAT;
+		m->bytes = malloc(g.len);
+		if (!m->bytes)
+			return -ENOMEM;
+		m->at = g.at;
+		m->len = g.len;
+		t->nmore = k + 1;
+		r = rbuf_get(rb, m->bytes, g.len);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
 int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 {
 	struct wire_hdr h = { 0 };
@@ -298,7 +345,8 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 
 		r = rbuf_get(rb, &w, sizeof(w));
 		if (r == 0 &&
-		    (w.stack_len > SNAP_STACK_MAX || w.tid <= 0 ||
+		    (w.stack_len > SNAP_STACK_HARD || w.tid <= 0 ||
+		     w.nmore > SNAP_MORE_MAX || (w.nmore && !w.stack_len) ||
 		     !valid_status(w.status) || w.method >= SNAP_M_COUNT ||
 		     w.reused > 1 || w.cut > 1 || (w.reused && w.stack_len) ||
 		     (i && w.tid <= s->threads[i - 1].tid) ||
@@ -338,6 +386,9 @@ int snap_read(int fd, uint64_t deadline_ns, struct snap **out)
 			if (r != 0)
 				break;
 		}
+		r = read_regions(rb, t, w.nmore);
+		if (r != 0)
+			break;
 	}
 	free(rb);
 	if (r != 0) {

@@ -1400,8 +1400,10 @@ static int build_frames(struct symctx *c, const struct sw_thread *t,
 		return fvec_push(v, ip, mi, off, why, NULL, 0, false);
 	}
 	for (size_t k = 0, after_trampoline = 0; !rc && k < t->nips; k++) {
+		/* Past SW_MAX_FRAMES no bit is kept: a return address. */
 		bool exact = k == 0 ? (t->flags & SW_TF_FIRST_EXACT) != 0
-				    : ((t->exact[k / 64] >> (k % 64)) & 1) ||
+				    : (k < SW_MAX_FRAMES &&
+				       ((t->exact[k / 64] >> (k % 64)) & 1)) ||
 					      after_trampoline == k;
 		size_t at = v->n;
 

@@ -49,7 +49,12 @@ struct unw {
 	/* One thread's pcs while it is unwound. */
 	uint64_t *ips;
 	size_t nips;
+	size_t max; /* ips' room: the frames kept */
 	bool truncated;
+	/* A read fell outside the copies: the unwind wanted memory that
+	 * was not copied (libdwfl may still make one more frame of what it
+	 * could read, so this is not reset by a frame). */
+	bool missed;
 	bool first_exact;
 	uint64_t exact[SW_MAX_FRAMES / 64]; /* as sw_thread's */
 	/* Modules looked at for our interposers' code (ours()). */
@@ -170,7 +175,17 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return true;
 }
 
-/* Every read comes from the copy of the thread being unwound. */
+/* Whether [addr, addr + n) lies in the n bytes of a copy at at. */
+static bool in_copy(uint64_t addr, size_t n, uint64_t at, uint32_t len)
+{
+	return addr >= at && addr - at <= len && len - (addr - at) >= n;
+}
+
+/*
+ * Every read comes from the copies of the thread being unwound: its
+ * stack from sp, then the regions that a handler on an alternate signal
+ * stack left behind (snapshot.h).
+ */
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
 			void *arg)
 {
@@ -178,11 +193,22 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
 	const struct snap_thread *t = u->cur;
 
 	(void)dwfl;
-	if (!t || addr < t->sp || addr - t->sp > t->stack_len ||
-	    t->stack_len - (addr - t->sp) < sizeof(*result))
+	if (!t)
 		return false;
-	memcpy(result, t->stack + (addr - t->sp), sizeof(*result));
-	return true;
+	if (in_copy(addr, sizeof(*result), t->sp, t->stack_len)) {
+		memcpy(result, t->stack + (addr - t->sp), sizeof(*result));
+		return true;
+	}
+	for (uint32_t i = 0; i < t->nmore; i++)
+		if (in_copy(addr, sizeof(*result), t->more[i].at,
+			    t->more[i].len)) {
+			memcpy(result,
+			       t->more[i].bytes + (addr - t->more[i].at),
+			       sizeof(*result));
+			return true;
+		}
+	u->missed = true;
+	return false;
 }
 
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
@@ -195,6 +221,13 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 	return dwfl_thread_state_registers(thread, 0, SNAP_NREGS, regs);
 }
 
+unsigned unwind_max_frames(unsigned max_frames)
+{
+	return max_frames == 0			 ? SW_MAX_FRAMES
+	       : max_frames > SW_MAX_FRAMES_HARD ? SW_MAX_FRAMES_HARD
+						 : max_frames;
+}
+
 static const Dwfl_Thread_Callbacks snap_thread_callbacks = {
 	.next_thread = next_thread,
 	.get_thread = get_thread,
@@ -202,7 +235,6 @@ static const Dwfl_Thread_Callbacks snap_thread_callbacks = {
 	.set_initial_registers = set_initial_registers,
 };
 
-/* One frame: its pc, innermost first, up to SW_MAX_FRAMES. */
 /*
  * Whether pc is in the code of the interposers of a copy of ours in the
  * process (the sw_interpose section of its module, sigctx.h): such a
@@ -248,6 +280,7 @@ static bool ours(struct unw *u, Dwfl *dwfl, uint64_t pc)
 	return pc >= s->lo && pc < s->hi;
 }
 
+/* One frame: its pc, innermost first, up to u->max. */
 static int frame_cb(Dwfl_Frame *state, void *arg)
 {
 	struct unw *u = arg;
@@ -260,17 +293,17 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	if (pc && ours(u, dwfl_thread_dwfl(dwfl_frame_thread(state)),
 		       activation ? pc : pc - 1))
 		return DWARF_CB_OK;
-	if (u->nips == SW_MAX_FRAMES) {
+	/* The outermost frame's return address is 0 where the ABI ends. */
+	if (pc == 0 && u->nips > 0)
+		return DWARF_CB_ABORT;
+	if (u->nips == u->max) {
 		u->truncated = true;
 		return DWARF_CB_ABORT;
 	}
 	if (u->nips == 0)
 		u->first_exact = activation;
-	else if (activation)
+	else if (activation && u->nips < SW_MAX_FRAMES)
 		u->exact[u->nips / 64] |= 1ull << (u->nips % 64);
-	/* The outermost frame's return address is 0 where the ABI ends. */
-	if (pc == 0 && u->nips > 0)
-		return DWARF_CB_ABORT;
 	u->ips[u->nips++] = pc;
 	return DWARF_CB_OK;
 }
@@ -445,7 +478,8 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 
 	*out = NULL;
 	d = dump_new();
-	u.ips = malloc(SW_MAX_FRAMES * sizeof(*u.ips));
+	u.max = unwind_max_frames(s->max_frames);
+	u.ips = malloc(u.max * sizeof(*u.ips));
 	if (!d || !u.ips) {
 		r = -ENOMEM;
 		goto out;
@@ -534,6 +568,7 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 			last = st->captured_ns;
 		u.nips = 0;
 		u.truncated = false;
+		u.missed = false;
 		u.first_exact = true;
 		memset(u.exact, 0, sizeof(u.exact));
 		if (dwfl)
@@ -545,7 +580,8 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		}
 		u.cur = NULL;
 		r = keep_ips(&u, t);
-		if (st->cut)
+		/* Cut only if the unwind wanted what was not copied. */
+		if (st->cut && u.missed && !u.truncated)
 			t->flags |= SW_TF_STACK_CUT;
 		if (r == 0 && st->waits) {
 			t->wait = malloc(sizeof(*t->wait));
@@ -833,6 +869,12 @@ static const Dwfl_Callbacks core_callbacks = {
 int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		char *why, size_t why_size)
 {
+	return unwind_core_max(core_path, exe, 0, out, why, why_size);
+}
+
+int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
+		    struct sw_dump **out, char *why, size_t why_size)
+{
 	struct core_walk w = { 0 };
 	struct corefile *cf = NULL;
 	struct sw_dump *d = NULL;
@@ -862,7 +904,8 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		goto out;
 	}
 	d = dump_new();
-	w.u.ips = malloc(SW_MAX_FRAMES * sizeof(*w.u.ips));
+	w.u.max = unwind_max_frames(max_frames);
+	w.u.ips = malloc(w.u.max * sizeof(*w.u.ips));
 	dwfl = dwfl_begin(&core_callbacks);
 	if (!d || !w.u.ips || !dwfl) {
 		r = -ENOMEM;

@@ -53,4 +53,16 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		char *why, size_t why_size);
 
+/*
+ * unwind_core() keeping max_frames frames per thread (as struct snap's
+ * max_frames: 0 is SW_MAX_FRAMES, at most SW_MAX_FRAMES_HARD); a thread
+ * with more gets SW_TF_TRUNCATED.
+ */
+int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
+		    struct sw_dump **out, char *why, size_t why_size);
+
+/* The frames kept for max_frames (struct snap's): 0 SW_MAX_FRAMES,
+ * else max_frames, at most SW_MAX_FRAMES_HARD. */
+unsigned unwind_max_frames(unsigned max_frames);
+
 #endif /* SW_UNWIND_H */

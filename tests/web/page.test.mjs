@@ -854,6 +854,34 @@ test('every process is listed, searchable; one without the agent opens with its 
   plain.stdin.end();
 });
 
+test('a thread whose stack was cut short is marked, and only its group', async () => {
+  // 300 calls of 4 KiB: deeper than the stack copy (stdin kept open).
+  const deep = spawn(path.join(BUILD, 'fixtures/plain_target'), ['deep'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  children.push(deep);
+  await new Promise((resolve, reject) => {
+    let seen = '';
+    deep.stdout.setEncoding('utf8');
+    deep.stdout.on('data', (c) => { seen += c; if (/^ready$/m.test(seen)) resolve(); });
+    deep.on('exit', () => reject(new Error('plain_target exited')));
+  });
+  const page = await open(`/stacks?pid=${deep.pid}`);
+  await rendered(page);
+  // One group is marked, with the reason in its title: the deep thread's.
+  const marked = page.locator('section.proc details.group:has(summary .cut-badge)');
+  assert.equal(await marked.count(), 1, 'one group is marked');
+  const badge = marked.locator('summary .cut-badge');
+  assert.equal(await badge.textContent(), 'cut short');
+  assert.match(await badge.getAttribute('title'), /stack copy ended before the unwind did/);
+  if (await marked.getAttribute('open') === null) await marked.locator('summary').click();
+  await page.waitForFunction(() =>
+    document.querySelector('section.proc details.group:has(summary .cut-badge) .threads'));
+  assert.match(await marked.locator('.threads').textContent(), /^deep \(\d+\)$/);
+  assert.match(await marked.textContent(), /plain_deep/);
+  assert.ok((await page.locator('section.proc details.group').count()) > 1, 'other groups, unmarked');
+  await page.close();
+  deep.stdin.end();
+});
+
 test('a perf map past --max-jit-mib: the page says why JIT frames have no names', { skip: process.arch !== 'x64' && 'the fixture generates x86-64 code' }, async () => {
   // Code generated at a fixed address, as a JIT's; no agent.
   const jit = spawn(path.join(BUILD, 'fixtures/jit_target'), [], { stdio: ['ignore', 'pipe', 'ignore'] });
