@@ -343,9 +343,10 @@ static bool ours(uint64_t ip)
 }
 
 /*
- * Drops our interposers' frames from ips[0..n); returns how many are left.
- * The first one left is no longer the interrupted pc when that was ours.
- * A stack that is ours alone is kept as it is.
+ * Drops our interposers' frames from ips[0..n); returns how many are left,
+ * at most SW_MAX_FRAMES (more, and the stack was cut there). The first
+ * one left is no longer the interrupted pc when that was ours. A stack
+ * that is ours alone is kept as it is.
  */
 static uint32_t drop_ours(uint64_t *ips, uint32_t n, uint32_t *flags)
 {
@@ -359,7 +360,13 @@ static uint32_t drop_ours(uint64_t *ips, uint32_t n, uint32_t *flags)
 		}
 		ips[k++] = ips[i];
 	}
-	return k ? k : n;
+	if (!k)
+		k = n;
+	if (k > SW_MAX_FRAMES) {
+		k = SW_MAX_FRAMES;
+		*flags |= SW_TF_TRUNCATED;
+	}
+	return k;
 }
 
 /* Copies a published slot into its thread and frees the slot. */
@@ -421,8 +428,8 @@ static void harvest_slot(struct run *r, int s)
 	struct sw_thread *t = &r->d->threads[r->owner[s]];
 	uint32_t n = sl->nips;
 
-	if (n > SW_MAX_FRAMES)
-		n = SW_MAX_FRAMES;
+	if (n > SLOT_IPS)
+		n = SLOT_IPS;
 	t->ips = malloc((n ? n : 1) * sizeof(uint64_t));
 	if (!t->ips) {
 		dump_thread_set_error(t, SW_ST_ERROR, "out of memory");

@@ -47,7 +47,7 @@ static uint64_t word(const uint8_t *p, size_t off)
  * not taken for a frame.
  */
 static bool is_altstack_frame(const uint8_t *uc, uint64_t pretcode, uint64_t sp,
-			      uint64_t *next)
+			      uint64_t *next, uint64_t *end)
 {
 	uint64_t flags = word(uc, offsetof(ucontext_t, uc_flags));
 	uint64_t link = word(uc, offsetof(ucontext_t, uc_link));
@@ -74,14 +74,15 @@ static bool is_altstack_frame(const uint8_t *uc, uint64_t pretcode, uint64_t sp,
 	    (fpstate && (fpstate < ss_sp || fpstate - ss_sp >= ss_size)))
 		return false;
 	*next = rsp;
+	*end = ss_sp + ss_size;
 	return true;
 }
 
 uint64_t snap_more_next(const uint8_t *mem, uint64_t at, uint32_t len,
-			uint64_t sp, uint64_t *frame)
+			uint64_t sp, uint64_t *frame, uint64_t *end)
 {
 	size_t need = SNAP_SIGFRAME_LEN;
-	uint64_t next;
+	uint64_t next, top;
 
 	if (!mem || len < need)
 		return 0;
@@ -92,11 +93,13 @@ uint64_t snap_more_next(const uint8_t *mem, uint64_t at, uint32_t len,
 	 * pretcode, the handler's return address, comes just before it.
 	 */
 	for (size_t off = (len - need) & ~(size_t)7;; off -= 8) {
-		if (is_altstack_frame(mem + off + 8, word(mem, off), sp,
-				      &next) &&
+		if (is_altstack_frame(mem + off + 8, word(mem, off), sp, &next,
+				      &top) &&
 		    (next < at || next - at >= len)) {
 			if (frame)
 				*frame = at + off;
+			if (end)
+				*end = top;
 			return next;
 		}
 		if (off < 8)
@@ -106,8 +109,9 @@ uint64_t snap_more_next(const uint8_t *mem, uint64_t at, uint32_t len,
 }
 #else
 uint64_t snap_more_next(const uint8_t *mem, uint64_t at, uint32_t len,
-			uint64_t sp, uint64_t *frame)
+			uint64_t sp, uint64_t *frame, uint64_t *end)
 {
+	(void)end;
 	(void)mem;
 	(void)at;
 	(void)len;

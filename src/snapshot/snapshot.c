@@ -190,7 +190,8 @@ static bool more_region(const struct maps *m, struct snap_thread *t,
 			uint32_t last_len, uint32_t room, uint64_t *sp,
 			uint64_t *at, uint32_t *len, uint64_t *frame)
 {
-	uint64_t next = snap_more_next(last, last_at, last_len, *sp, frame);
+	uint64_t next =
+		snap_more_next(last, last_at, last_len, *sp, frame, NULL);
 	const struct range *r;
 	uint64_t end;
 
@@ -210,6 +211,26 @@ static bool more_region(const struct maps *m, struct snap_thread *t,
 	}
 	*len = (uint32_t)(end - *at);
 	return true;
+}
+
+/*
+ * Ends t's first copy where its alternate signal stack ends, when it holds
+ * a handler's frames there: an alternate stack is often a piece of a
+ * larger mapping (the heap, a run of anonymous mappings the kernel merged)
+ * and the copy, made to the mapping's end, would spend the room the
+ * interrupted frames need on bytes of no stack. The cut its length limit
+ * made, if any, was of those bytes.
+ */
+static void trim_to_altstack(struct snap_thread *t, const uint8_t *first)
+{
+	uint64_t end = 0;
+
+	if (snap_more_next(first, t->sp, t->stack_len, t->regs[7], NULL,
+			   &end) != 0 &&
+	    end > t->regs[7] && end - t->sp < t->stack_len) {
+		t->stack_len = (uint32_t)(end - t->sp);
+		t->cut = false;
+	}
 }
 
 /*
@@ -311,9 +332,12 @@ static void more_given(pid_t pid, const struct maps *m, struct snap_thread *t,
 		       uint32_t limit)
 {
 	uint64_t frames[SNAP_MORE_MAX] = { 0 };
-	uint32_t room = limit > t->stack_len ? limit - t->stack_len : 0;
-	uint8_t *buf = room ? malloc(room) : NULL;
+	uint32_t room;
+	uint8_t *buf;
 
+	trim_to_altstack(t, t->stack);
+	room = limit > t->stack_len ? limit - t->stack_len : 0;
+	buf = room ? malloc(room) : NULL;
 	if (!buf) {
 		t->cut = true;
 		return;
@@ -471,6 +495,7 @@ static int copy_thread(pid_t pid, const struct maps *m, struct snap_thread *t,
 	got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
 	t->stack_len = got > 0 ? (uint32_t)got : 0;
 	/* Still stopped: what a handler on an alternate stack interrupted. */
+	trim_to_altstack(t, scratch);
 	copy_more(pid, m, t, scratch, scratch + t->stack_len,
 		  limit - t->stack_len, NULL);
 	return 0;
@@ -877,7 +902,7 @@ static bool is_given(const struct snap_thread *t)
 static bool goes_on(const struct snap_thread *t)
 {
 	return is_given(t) && t->status == SW_ST_OK && !t->reused && t->stack &&
-	       snap_more_next(t->stack, t->sp, t->stack_len, t->regs[7],
+	       snap_more_next(t->stack, t->sp, t->stack_len, t->regs[7], NULL,
 			      NULL) != 0;
 }
 

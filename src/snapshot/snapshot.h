@@ -156,13 +156,14 @@ uint32_t snap_stack_limit(unsigned flags);
  * the interrupted context, whose sp is on the thread's own stack, in
  * another mapping. Returns that sp, with *frame (may be NULL) the
  * address of the signal frame (its SNAP_SIGFRAME_LEN bytes say where
- * the rest is: while they are unchanged, the handler has not returned),
- * or 0 when mem holds no such frame (or the sp it names is inside mem).
- * Pure: reads mem only.
+ * the rest is: while they are unchanged, the handler has not returned)
+ * and *end (may be NULL) the end of the alternate stack (what lies above
+ * it in mem is no part of this stack), or 0 when mem holds no such frame
+ * (or the sp it names is inside mem). Pure: reads mem only.
  */
 #define SNAP_SIGFRAME_LEN 240u /* return address, ucontext to fpstate */
 uint64_t snap_more_next(const uint8_t *mem, uint64_t at, uint32_t len,
-			uint64_t sp, uint64_t *frame);
+			uint64_t sp, uint64_t *frame, uint64_t *end);
 
 /*
  * The snapshot as bytes, for the daemon's helper to answer over a pipe:

@@ -90,13 +90,13 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 	do {
 		if (unwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
-		if (n == SW_MAX_FRAMES) {
+		if (n == SLOT_IPS) {
 			s->flags |= SW_TF_TRUNCATED;
 			break;
 		}
 		s->ips[n++] = ip;
 	} while ((ret = unwind.step(&cursor)) > 0);
-	if (n < SW_MAX_FRAMES && ret < 0 && ctx.cut)
+	if (n < SLOT_IPS && ret < 0 && ctx.cut)
 		s->flags |= SW_TF_CUT;
 	s->nips = n;
 }
@@ -130,7 +130,7 @@ static void walk(struct slot *s, ucontext_t *uc)
 {
 	uint32_t n = 0, flags = 0;
 
-	if (framecache_walk(uc, s->ips, SW_MAX_FRAMES, &n, &flags)) {
+	if (framecache_walk(uc, s->ips, SLOT_IPS, &n, &flags)) {
 		s->nips = n;
 		s->flags |= flags;
 		s->walk = 'r';

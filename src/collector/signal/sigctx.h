@@ -29,6 +29,14 @@
  */
 #define HANDLER_STACK_NEED (8 * 1024)
 
+/*
+ * A slot holds a few more pcs than a stack keeps (SW_MAX_FRAMES): the
+ * frames of our own interposers, where a build gave them frames, are
+ * dropped once the dump is in (collect.c), and a stack as deep as a slot
+ * must still keep SW_MAX_FRAMES of the program's.
+ */
+#define SLOT_IPS (SW_MAX_FRAMES + 8)
+
 /* Slot states, the low two bits of a slot word; the rest is generation. */
 enum {
 	SLOT_FREE = 0,	  /* usable by the dumper */
@@ -66,7 +74,7 @@ struct slot {
 	 * must look before it signals (collector/stackroom.h).
 	 */
 	uint64_t room;
-	uint64_t ips[SW_MAX_FRAMES];
+	uint64_t ips[SLOT_IPS];
 };
 
 extern struct slot handler_slots[HANDLER_SLOTS];
