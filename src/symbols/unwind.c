@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "callsite.h"
 #include "corefile.h"
 #include "model/procfs.h"
 #include "model/waitmem.h"
@@ -57,6 +58,20 @@ struct unw {
 	bool missed;
 	bool first_exact;
 	uint64_t exact[SW_MAX_FRAMES / 64]; /* as sw_thread's */
+	/*
+	 * The registers of the last frame made (DWARF numbering; bit r of
+	 * last_known set when register r is known), for going on past code
+	 * with no unwind information (step_over_trampoline()).
+	 */
+	uint64_t last_pc;
+	bool last_activation;
+	uint64_t last_regs[SNAP_NREGS];
+	uint32_t last_known;
+	/* The walk starts again at resume_regs (set_initial_registers()),
+	 * at a return address: its first frame is not an activation. */
+	bool resuming;
+	uint64_t resume_regs[SNAP_NREGS];
+	uint32_t resume_known;
 	/* Modules looked at for our interposers' code (ours()). */
 	size_t nseen;
 	struct seen_mod {
@@ -214,8 +229,22 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
 static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 {
 	const struct snap_thread *t = thread_arg;
+	const struct unw *u = tls_unw;
 	Dwarf_Word regs[SNAP_NREGS];
 
+	if (u && u->resuming) {
+		/* Only what the frame left known: the rest stays unknown. */
+		for (unsigned r = 0; r < SNAP_NREGS - 1; r++) {
+			Dwarf_Word v = u->resume_regs[r];
+
+			if ((u->resume_known & (1u << r)) &&
+			    !dwfl_thread_state_registers(thread, (int)r, 1, &v))
+				return false;
+		}
+		dwfl_thread_state_register_pc(thread,
+					      u->resume_regs[SNAP_NREGS - 1]);
+		return true;
+	}
 	for (size_t i = 0; i < SNAP_NREGS; i++)
 		regs[i] = t->regs[i];
 	return dwfl_thread_state_registers(thread, 0, SNAP_NREGS, regs);
@@ -280,6 +309,23 @@ static bool ours(struct unw *u, Dwfl *dwfl, uint64_t pc)
 	return pc >= s->lo && pc < s->hi;
 }
 
+/* The pc and the registers libdwfl knows of the frame it just made. */
+static void note_frame(struct unw *u, Dwfl_Frame *state, uint64_t pc,
+		       bool activation)
+{
+	u->last_pc = pc;
+	u->last_activation = activation;
+	u->last_known = 0;
+	for (unsigned r = 0; r < SNAP_NREGS - 1; r++) {
+		Dwarf_Word v;
+
+		if (dwfl_frame_reg(state, r, &v) == 0) {
+			u->last_regs[r] = v;
+			u->last_known |= 1u << r;
+		}
+	}
+}
+
 /* One frame: its pc, innermost first, up to u->max. */
 static int frame_cb(Dwfl_Frame *state, void *arg)
 {
@@ -289,6 +335,12 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 
 	if (!dwfl_frame_pc(state, &pc, &activation))
 		return DWARF_CB_ABORT;
+	if (u->resuming) {
+		/* Where a walk starts again: a return address. */
+		activation = false;
+		u->resuming = false;
+	}
+	note_frame(u, state, pc, activation);
 	/* A return address is looked up at the call, just before it. */
 	if (pc && ours(u, dwfl_thread_dwfl(dwfl_frame_thread(state)),
 		       activation ? pc : pc - 1))
@@ -306,6 +358,99 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 		u->exact[u->nips / 64] |= 1ull << (u->nips % 64);
 	u->ips[u->nips++] = pc;
 	return DWARF_CB_OK;
+}
+
+/*
+ * Whether the code before the return address ra, in the module libdwfl
+ * has for it, is a call: ra was pushed by a call, not merely a word that
+ * points into code.
+ */
+static bool follows_call(Dwfl *dwfl, uint64_t ra)
+{
+	Dwfl_Module *mod =
+		ra > CALLSITE_LOOKBACK ? dwfl_addrmodule(dwfl, ra - 1) : NULL;
+	Dwarf_Addr bias = 0;
+	Elf *elf = mod ? dwfl_module_getelf(mod, &bias) : NULL;
+	size_t phnum;
+	uint64_t a = ra - bias;
+
+	if (!elf || elf_getphdrnum(elf, &phnum) != 0)
+		return false;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		Elf_Data *code;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) ||
+		    a < ph.p_vaddr + CALLSITE_LOOKBACK ||
+		    a - ph.p_vaddr > ph.p_filesz)
+			continue;
+		code = elf_getdata_rawchunk(
+			elf,
+			(int64_t)(ph.p_offset +
+				  (a - CALLSITE_LOOKBACK - ph.p_vaddr)),
+			CALLSITE_LOOKBACK, ELF_T_BYTE);
+		return code && code->d_buf &&
+		       callsite_ends_call(code->d_buf, CALLSITE_LOOKBACK);
+	}
+	return false;
+}
+
+/*
+ * Where the walk of u may go on when libdwfl stopped at a frame in code
+ * that no module holds and that has no frame pointer to follow: the perf
+ * trampolines of CPython 3.12+ (-X perf), one per Python function call,
+ * made at run time as copies of
+ *
+ *	sub $8, %rsp; call *%rcx; add $8, %rsp; ret
+ *
+ * with neither call frame information nor a frame pointer of their own,
+ * so that every stack stopped at its first Python frame. Such a frame,
+ * entered by its return address, has its caller's return address 8 bytes
+ * above its sp and leaves every callee-saved register as it was. That
+ * rule is taken only where the word there is a return address: code of
+ * a module follows a call just before it (follows_call()). Sets u's
+ * resume registers and returns true, else false.
+ */
+static bool step_over_trampoline(Dwfl *dwfl, struct unw *u)
+{
+	/* rbx, rbp, r12-r15: callee-saved, as the trampoline leaves them. */
+	const uint32_t kept = (1u << 3) | (1u << 6) | (0xfu << 12);
+	Dwarf_Word ra;
+	uint64_t sp;
+
+	if (u->nips == 0 || u->nips >= u->max || u->truncated ||
+	    u->last_activation || u->last_pc <= 1 ||
+	    !(u->last_known & (1u << 7)) ||
+	    dwfl_addrmodule(dwfl, u->last_pc - 1))
+		return false;
+	sp = u->last_regs[7];
+	if (sp > UINT64_MAX - 16 || !memory_read(dwfl, sp + 8, &ra, u) ||
+	    !follows_call(dwfl, ra))
+		return false;
+	memcpy(u->resume_regs, u->last_regs, sizeof(u->resume_regs));
+	u->resume_known = (u->last_known & kept) | (1u << 7);
+	u->resume_regs[7] = sp + 16;
+	u->resume_regs[SNAP_NREGS - 1] = ra;
+	u->resuming = true;
+	return true;
+}
+
+/* Unwinds thread tid into u, on past CPython's perf trampolines. */
+static void walk_thread(Dwfl *dwfl, pid_t tid, struct unw *u)
+{
+	size_t before;
+
+	u->resuming = false;
+	u->last_pc = 0;
+	dwfl_getthread_frames(dwfl, tid, frame_cb, u);
+	do {
+		before = u->nips;
+		if (!step_over_trampoline(dwfl, u))
+			break;
+		dwfl_getthread_frames(dwfl, tid, frame_cb, u);
+		u->resuming = false;
+	} while (u->nips > before);
 }
 
 /* The thread's pcs into t (a copy of u->ips). */
@@ -572,7 +717,7 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		u.first_exact = true;
 		memset(u.exact, 0, sizeof(u.exact));
 		if (dwfl)
-			dwfl_getthread_frames(dwfl, st->tid, frame_cb, &u);
+			walk_thread(dwfl, st->tid, &u);
 		if (u.nips == 0) {
 			/* Not even a first frame: keep the copied pc. */
 			u.ips[u.nips++] = st->regs[16];
