@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "callsite.h"
+#include "model/callsite.h"
 #include "corefile.h"
 #include "model/procfs.h"
 #include "model/waitmem.h"

@@ -476,4 +476,41 @@ static inline pid_t itest_first_child(pid_t pid)
 	return (pid_t)atoi(buf);
 }
 
+/* Runs cmd (sh -c), its stdout into buf; its exit status, -1 if it died. */
+static inline int itest_run_capture(const char *cmd, char *buf, size_t size)
+{
+	FILE *f = popen(cmd, "r");
+	size_t n = 0;
+	int st;
+
+	buf[0] = '\0';
+	if (!f)
+		return -1;
+	while (n < size - 1) {
+		size_t got = fread(buf + n, 1, size - 1 - n, f);
+
+		if (got == 0)
+			break;
+		n += got;
+	}
+	buf[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The thread called name in a dump (its "threads"), or NULL. */
+static inline cJSON *itest_thread_named(cJSON *doc, const char *name)
+{
+	cJSON *t;
+
+	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
+	{
+		cJSON *n = cJSON_GetObjectItem(t, "name");
+
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+			return t;
+	}
+	return NULL;
+}
+
 #endif /* SW_ITEST_H */

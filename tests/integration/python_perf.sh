@@ -6,7 +6,8 @@
 # (--call-graph dwarf). Now each thread of tests/fixtures/py_perf.py is
 # unwound from its innermost frame to its start, every Python function
 # on the way named from the perf map: by the CLI's own snapshot
-# (dump --local), by the daemon from the kernel and by ptrace. eu-stack
+# (dump --local), by the daemon from the kernel and by ptrace, and under
+# the agent by its signal handler. eu-stack
 # stops at the first Python frame: its frames are the first of ours.
 #
 # Usage: BUILD=build sh tests/integration/python_perf.sh (tests/run.sh
@@ -52,39 +53,49 @@ echo "# $py ($("$py" -V 2>&1))"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d /tmp/sw-pyperf-XXXXXX) || exit 1
 chmod 0755 "$tmp"
-dpid="" d1="" kid=""
+dpid="" d1="" kid="" akid=""
 cleanup() {
-	[ -n "$kid" ] && kill -KILL "-$kid" 2>/dev/null
+	for k in $kid $akid; do
+		kill -KILL "-$k" 2>/dev/null
+		rm -f "/tmp/perf-$k.map"
+	done
 	for p in $d1 $dpid; do kill -9 "$p" 2>/dev/null; done
-	[ -n "$kid" ] && rm -f "/tmp/perf-$kid.map"
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-# The program, in a process group of its own; stdin held open by a FIFO.
-mkfifo "$tmp/in"
-setsid "$py" -X perf "$here/tests/fixtures/py_perf.py" <"$tmp/in" \
-	>"$tmp/py.out" 2>&1 &
-kid=$!
-exec 9>"$tmp/in"
-i=0
-while [ $i -lt 100 ] && ! grep -q '^ready' "$tmp/py.out" 2>/dev/null; do
-	sleep 0.1
-	i=$((i + 1))
-done
-if ! grep -q '^ready' "$tmp/py.out"; then
-	nok "the Python program starts"
-	sed 's/^/# /' "$tmp/py.out"
-	exit 1
-fi
+# start NAME [ENV...] - the program, in a process group of its own (run
+# by env with ENV); waits for its "ready"; sets pid.
+start() {
+	name=$1
+	shift
+	setsid env "$@" "$py" -X perf "$here/tests/fixtures/py_perf.py" \
+		</dev/null >"$tmp/$name.out" 2>&1 &
+	pid=$!
+	i=0
+	while [ $i -lt 100 ] && ! grep -q '^ready' "$tmp/$name.out" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if ! grep -q '^ready' "$tmp/$name.out"; then
+		nok "the Python program starts ($name)"
+		sed 's/^/# /' "$tmp/$name.out"
+		exit 1
+	fi
+}
+
+start plain
+kid=$pid
 ok "the Python program runs with -X perf (pid $kid)"
 
-# check LABEL FILE - the dump in FILE (JSON) has each thread whole.
+# check LABEL FILE [METHOD] - the dump in FILE (JSON) has each thread
+# whole (each read by METHOD, when given).
 check() {
-	python3 - "$1" "$2" <<'PYEOF'
+	python3 - "$@" <<'PYEOF'
 import json, sys
 
 label, path = sys.argv[1], sys.argv[2]
+method = sys.argv[3] if len(sys.argv) > 3 else None
 try:
     d = json.load(open(path))
 except Exception as e:
@@ -127,7 +138,8 @@ for what, calls, ends in want:
         continue
     t, fns, names = found
     tail = fns[-3:]
-    whole = any(e in tail for e in ends) and not t.get("truncated")
+    whole = (any(e in tail for e in ends) and not t.get("truncated")
+             and (method is None or t.get("method") == method))
     print("%s - %s: %s (%s), every Python call named (%s), down to %s (%d frames%s)"
           % ("ok" if whole else "not ok", label, what, t.get("method"),
              " <- ".join(names), fns[-1], len(fns),
@@ -150,12 +162,13 @@ d1=$dpid
 url1=$url
 mkdir "$tmp/p"
 tap_daemon "$tmp/p" --sample-interval 0 --no-kernel-reads
-# dumped URL FILE - the daemon's dump, again while symbols are partial
-# (a first dump on a busy machine may stop at its time budget).
+# dumped URL FILE [PID] - the daemon's dump (of the plain program), again
+# while symbols are partial (a first dump on a busy machine may stop at
+# its time budget).
 dumped() {
 	i=0
 	while [ $i -lt 10 ]; do
-		curl -s "$1/api/v1/stacks?pid=$kid&timeout_ms=5000" >"$2"
+		curl -s "$1/api/v1/stacks?pid=${3:-$kid}&timeout_ms=5000" >"$2"
 		grep -q '"symbols_partial":true' "$2" || break
 		sleep 0.2
 		i=$((i + 1))
@@ -165,6 +178,20 @@ dumped "$url1" "$tmp/kernel.json"
 check "the daemon" "$tmp/kernel.json" || failed=$((failed + 1))
 dumped "$url" "$tmp/ptrace.json"
 check "the daemon, by ptrace" "$tmp/ptrace.json" || failed=$((failed + 1))
+
+# Under the agent, every thread read by its own signal handler (the
+# daemon without kernel reads): the handler steps past the trampolines.
+start agent LD_PRELOAD="$BUILD/libstackwatch-agent.so" \
+	STACKWATCH_SOCKET="$tmp/p/agent.sock"
+akid=$pid
+i=0
+while [ $i -lt 100 ] &&
+	! curl -s "$url/api/v1/targets" | grep -q "\"pid\":$akid,"; do
+	sleep 0.1
+	i=$((i + 1))
+done
+dumped "$url" "$tmp/agent.json" "$akid"
+check "under the agent" "$tmp/agent.json" signal || failed=$((failed + 1))
 
 # eu-stack ends at the first Python frame: its frames are ours, and ours
 # go on. Compared on the sleeping thread, by address.
@@ -205,17 +232,18 @@ else
 	echo "ok - # SKIP eu-stack is not installed"
 fi
 
-exec 9>&-
-kill -KILL "-$kid" 2>/dev/null
-wait "$kid" 2>/dev/null
+for k in $kid $akid; do
+	kill -KILL "-$k" 2>/dev/null
+	wait "$k" 2>/dev/null
+done
 i=0
-while [ $i -lt 50 ] && kill -0 "-$kid" 2>/dev/null; do
+while [ $i -lt 50 ] && { kill -0 "-$kid" || kill -0 "-$akid"; } 2>/dev/null; do
 	sleep 0.1
 	i=$((i + 1))
 done
-if kill -0 "-$kid" 2>/dev/null; then
-	nok "the Python program's process group is gone"
+if { kill -0 "-$kid" || kill -0 "-$akid"; } 2>/dev/null; then
+	nok "the Python programs' process groups are gone"
 else
-	ok "the Python program's process group is gone"
+	ok "the Python programs' process groups are gone"
 fi
 [ "$failed" -eq 0 ]

@@ -31,28 +31,6 @@ static char fixture[PATH_MAX], cli[PATH_MAX], dir[64];
 /* Tries at most this many dumps for a thread caught in the vDSO. */
 #define VDSO_TRIES 40
 
-/* Runs cmd; its stdout into buf; returns its exit status (-1: none). */
-static int run_capture(const char *cmd, char *buf, size_t size)
-{
-	FILE *f = popen(cmd, "r");
-	size_t n = 0;
-	int st;
-
-	buf[0] = '\0';
-	if (!f)
-		return -1;
-	while (n < size - 1) {
-		size_t got = fread(buf + n, 1, size - 1 - n, f);
-
-		if (got == 0)
-			break;
-		n += got;
-	}
-	buf[n] = '\0';
-	st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* Whether a module's name is the vDSO's, as each way of reading has it. */
 static bool vdso_name(const char *m)
 {
@@ -157,7 +135,7 @@ static void check_live(const struct itest_daemon *d, pid_t pid,
 			snprintf(cmd, sizeof(cmd),
 				 "%s dump --local %d --format json", cli,
 				 (int)pid);
-			run_capture(cmd, out, sizeof(out));
+			itest_run_capture(cmd, out, sizeof(out));
 			doc = cJSON_Parse(out);
 		}
 		caught = doc && vdso_frame(doc, tid, fn, sizeof(fn));
@@ -251,7 +229,7 @@ static void test_live(const struct itest_daemon *d)
 		snprintf(cmd, sizeof(cmd),
 			 "%s dump --core %s/gcore.%d --format json", cli, dir,
 			 (int)pid);
-		st = run_capture(cmd, json, sizeof(json));
+		st = itest_run_capture(cmd, json, sizeof(json));
 		doc = cJSON_Parse(json);
 		TAP_OK(st == 0 && doc &&
 			       cJSON_IsNull(
@@ -264,7 +242,7 @@ static void test_live(const struct itest_daemon *d)
 		cJSON_Delete(doc);
 		snprintf(cmd, sizeof(cmd), "%s dump --core %s/gcore.%d", cli,
 			 dir, (int)pid);
-		run_capture(cmd, out, sizeof(out));
+		itest_run_capture(cmd, out, sizeof(out));
 		TAP_OK(strncmp(out, "Process ", 8) == 0 &&
 			       !strstr(out, "Program terminated"),
 		       "a core of a running process: no signal line");
@@ -346,7 +324,7 @@ static void check_crash_core(const char *core, pid_t pid)
 
 	snprintf(cmd, sizeof(cmd), "%s dump --core %s --format json", cli,
 		 core);
-	st = run_capture(cmd, json, sizeof(json));
+	st = itest_run_capture(cmd, json, sizeof(json));
 	doc = cJSON_Parse(json);
 	TAP_OK(st == 0 && doc, "dump --core of the crash reads it (%d)", st);
 	if (!doc)
@@ -378,7 +356,7 @@ static void check_crash_core(const char *core, pid_t pid)
 	cJSON_Delete(doc);
 
 	snprintf(cmd, sizeof(cmd), "%s dump --core %s", cli, core);
-	st = run_capture(cmd, text, sizeof(text));
+	st = itest_run_capture(cmd, text, sizeof(text));
 	sscanf(text, "%255[^\n]\n%255[^\n]", first, second);
 	snprintf(want, sizeof(want),
 		 "Program terminated with signal SIGSEGV, Segmentation fault "
@@ -403,10 +381,10 @@ static int cut_dump(const char *core, long n, const char *format, char *err,
 	snprintf(cmd, sizeof(cmd),
 		 "%s dump --core %s --format %s 2>%s/err; echo \"rc=$?\"", cli,
 		 cut, format, dir);
-	run_capture(cmd, out, osize);
+	itest_run_capture(cmd, out, osize);
 	st = strstr(out, "rc=") ? atoi(strrchr(out, '=') + 1) : -1;
 	snprintf(cmd, sizeof(cmd), "cat %s/err", dir);
-	run_capture(cmd, err, size);
+	itest_run_capture(cmd, err, size);
 	return st;
 }
 
@@ -464,7 +442,8 @@ static void test_crash(void)
 	TAP_SKIP("cores of a program built with AddressSanitizer");
 	return;
 #endif
-	run_capture("cat /proc/sys/kernel/core_pattern", out, sizeof(out));
+	itest_run_capture("cat /proc/sys/kernel/core_pattern", out,
+			  sizeof(out));
 	if (out[0] == '|') {
 		TAP_SKIP("core_pattern pipes cores to %s", out);
 		return;
@@ -481,7 +460,7 @@ static void test_crash(void)
 			break;
 		snprintf(cmd, sizeof(cmd), "%s dump --core %s --format json",
 			 cli, core);
-		run_capture(cmd, json, sizeof(json));
+		itest_run_capture(cmd, json, sizeof(json));
 		doc = cJSON_Parse(json);
 		caught = doc && vdso_frame(doc, 0, fn, sizeof(fn));
 		cJSON_Delete(doc);

@@ -49,20 +49,6 @@ static cJSON *find_frame(cJSON *group, const char *function)
 	return NULL;
 }
 
-static cJSON *find_thread(cJSON *doc, const char *name)
-{
-	cJSON *t;
-
-	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
-	{
-		cJSON *n = cJSON_GetObjectItem(t, "name");
-
-		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
-			return t;
-	}
-	return NULL;
-}
-
 static const char *str(cJSON *o, const char *key)
 {
 	cJSON *v = cJSON_GetObjectItem(o, key);
@@ -94,11 +80,11 @@ static void check_workload_json(cJSON *doc, pid_t pid)
 	       "deep recursion through static functions unwound");
 	g = find_group_with(doc, "sw_fixture::Worker::run");
 	TAP_OK(g != NULL, "C++ frame demangled");
-	t = find_thread(doc, "spinner");
+	t = itest_thread_named(doc, "spinner");
 	TAP_OK(t && strcmp(str(t, "state"), "R") == 0 &&
 		       strcmp(str(t, "status"), "ok") == 0,
 	       "spinner is running and dumped");
-	t = find_thread(doc, "sw-agent");
+	t = itest_thread_named(doc, "sw-agent");
 	TAP_OK(t && strcmp(str(t, "status"), "ok") == 0,
 	       "the agent thread is in the dump");
 }

@@ -196,20 +196,6 @@ static cJSON *group_of(cJSON *doc, int id)
 	return NULL;
 }
 
-static cJSON *thread_named(cJSON *doc, const char *name)
-{
-	cJSON *t;
-
-	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
-	{
-		cJSON *n = cJSON_GetObjectItem(t, "name");
-
-		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
-			return t;
-	}
-	return NULL;
-}
-
 static cJSON *thread_tid(cJSON *doc, pid_t tid)
 {
 	cJSON *t;
@@ -241,29 +227,7 @@ static void stack_functions(cJSON *doc, cJSON *t, char *buf, size_t size)
 static void thread_functions(cJSON *doc, const char *name, char *buf,
 			     size_t size)
 {
-	stack_functions(doc, thread_named(doc, name), buf, size);
-}
-
-/* Runs cmd, its stdout into buf; the exit status. */
-static int run_capture(const char *cmd, char *buf, size_t size)
-{
-	FILE *f = popen(cmd, "r");
-	size_t n = 0;
-	int st;
-
-	buf[0] = '\0';
-	if (!f)
-		return -1;
-	while (n < size - 1) {
-		size_t got = fread(buf + n, 1, size - 1 - n, f);
-
-		if (got == 0)
-			break;
-		n += got;
-	}
-	buf[n] = '\0';
-	st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	stack_functions(doc, itest_thread_named(doc, name), buf, size);
 }
 
 /*
@@ -424,7 +388,7 @@ static void test_http(const struct itest_daemon *d)
 	thread_functions(doc, "plain_target", fns, sizeof(fns));
 	TAP_OK(strstr(fns, ";main;") != NULL,
 	       "the main thread's stack runs down to main (%s)", fns);
-	t = thread_named(doc, "parked");
+	t = itest_thread_named(doc, "parked");
 	TAP_OK(t && cJSON_GetObjectItem(t, "state")->valuestring[0] == 'S',
 	       "a parked thread's state is the one before its stop (S)");
 	held = tasks_held(p.pid, &n, true);
@@ -434,7 +398,7 @@ static void test_http(const struct itest_daemon *d)
 
 	/* The same stacks as eu-stack's, thread for thread. */
 	snprintf(cmd, sizeof(cmd), "eu-stack -p %d 2>/dev/null", (int)p.pid);
-	run_capture(cmd, out, sizeof(out));
+	itest_run_capture(cmd, out, sizeof(out));
 	neu = eu_parse(out, eu, 64);
 	compared = compare_eu(doc, eu, neu, &diff, parked_only, NULL);
 	TAP_OK(compared == 8 && diff == 0,
@@ -454,12 +418,12 @@ static void test_http(const struct itest_daemon *d)
 	/* The CLI through the daemon, and on its own. */
 	snprintf(cmd, sizeof(cmd), "%s --url %s dump %d", cli, d->url,
 		 (int)p.pid);
-	TAP_OK(run_capture(cmd, out, sizeof(out)) == 0 &&
+	TAP_OK(itest_run_capture(cmd, out, sizeof(out)) == 0 &&
 		       strstr(out, "in plain_park ()"),
 	       "stackwatch dump PID through the daemon");
 	snprintf(cmd, sizeof(cmd), "%s dump --local --format json %d", cli,
 		 (int)p.pid);
-	status = run_capture(cmd, out, sizeof(out));
+	status = itest_run_capture(cmd, out, sizeof(out));
 	doc = cJSON_Parse(out);
 	thread_functions(doc, "parked", fns, sizeof(fns));
 	TAP_OK(status == 0 && doc &&
@@ -524,7 +488,7 @@ static void test_gdb(const struct itest_daemon *d)
 	       cJSON_IsString(e) ? e->valuestring : "-");
 	cJSON_Delete(doc);
 	snprintf(cmd, sizeof(cmd), "%s dump --local %d 2>&1", cli, (int)p.pid);
-	status = run_capture(cmd, out, sizeof(out));
+	status = itest_run_capture(cmd, out, sizeof(out));
 	TAP_OK(status == 1 && strstr(out, want),
 	       "--local says the same and exits 1 (%d: %s)", status, out);
 	waitpid(gdb, NULL, 0);
@@ -563,7 +527,7 @@ static void test_stopped(const struct itest_daemon *d)
 	thread_functions(doc, "parked", fns, sizeof(fns));
 	TAP_OK(strstr(fns, "plain_park;plain_worker;") != NULL,
 	       "with its stacks (%s)", fns);
-	t = thread_named(doc, "parked");
+	t = itest_thread_named(doc, "parked");
 	TAP_OK(t && cJSON_GetObjectItem(t, "state")->valuestring[0] == 'T',
 	       "its threads are reported stopped (T)");
 	cJSON_Delete(doc);
@@ -849,7 +813,7 @@ static void check_core(const char *core, const char *exe, const char *what,
 
 	snprintf(cmd, sizeof(cmd), "%s dump --core %s --exe %s --format json",
 		 cli, core, exe);
-	status = run_capture(cmd, out, sizeof(out));
+	status = itest_run_capture(cmd, out, sizeof(out));
 	doc = cJSON_Parse(out);
 	TAP_OK(status == 0 && doc &&
 		       strcmp(cJSON_GetObjectItem(doc, "method")->valuestring,
@@ -870,7 +834,7 @@ static void check_core(const char *core, const char *exe, const char *what,
 	}
 	snprintf(cmd, sizeof(cmd), "eu-stack --core %s -e %s 2>/dev/null", core,
 		 exe);
-	run_capture(cmd, out, sizeof(out));
+	itest_run_capture(cmd, out, sizeof(out));
 	neu = eu_parse(out, eu, 64);
 	compared = compare_eu(doc, eu, neu, &diff, NULL, NULL);
 	TAP_OK(neu > 0 && compared == neu && diff == 0,
@@ -879,7 +843,7 @@ static void check_core(const char *core, const char *exe, const char *what,
 	       what, compared, neu, diff);
 	cJSON_Delete(doc);
 	snprintf(cmd, sizeof(cmd), "%s dump --core %s", cli, core);
-	status = run_capture(cmd, out, sizeof(out));
+	status = itest_run_capture(cmd, out, sizeof(out));
 	TAP_OK(status == 0 && strstr(out, "(from a core file)"),
 	       "%s: the text format, the executable found from the core", what);
 }
@@ -919,7 +883,8 @@ static void test_cores(void)
 	}
 
 	/* A real crash, with the kernel's core (core_pattern "core"). */
-	run_capture("cat /proc/sys/kernel/core_pattern", out, sizeof(out));
+	itest_run_capture("cat /proc/sys/kernel/core_pattern", out,
+			  sizeof(out));
 	if (out[0] == '|') {
 		TAP_SKIP("core_pattern pipes cores to %s", out);
 		goto out;
@@ -942,7 +907,7 @@ static void test_cores(void)
 	TAP_OK(WIFSIGNALED(st) && WCOREDUMP(st),
 	       "the fixture crashed with a core dump (status %#x)", st);
 	snprintf(cmd, sizeof(cmd), "ls -t %s | grep -v gcore | head -1", dir);
-	run_capture(cmd, out, sizeof(out));
+	itest_run_capture(cmd, out, sizeof(out));
 	out[strcspn(out, "\n")] = '\0';
 	snprintf(core, sizeof(core), "%s/%s", dir, out);
 	if (out[0] && access(core, R_OK) == 0)
@@ -1225,7 +1190,7 @@ static bool like_eu(const struct itest_daemon *d, pid_t pid, struct verdict *v)
 		int s1, s2, neu, compared, diff;
 		cJSON *doc = get_stacks(d, pid, &s1), *again;
 
-		run_capture(cmd, out, sizeof(out));
+		itest_run_capture(cmd, out, sizeof(out));
 		again = get_stacks(d, pid, &s2);
 		neu = eu_parse(out, eu, 256);
 		v->settled = count_settled(doc, again, &v->total);
@@ -1696,7 +1661,7 @@ static void test_cut(const struct itest_daemon *d)
 	       status, cJSON_IsString(tr) ? tr->valuestring : "absent");
 	cJSON_Delete(doc);
 	snprintf(cmd, sizeof(cmd), "%s dump --local %d", cli, (int)p.pid);
-	TAP_OK(run_capture(cmd, out, sizeof(out)) == 0 &&
+	TAP_OK(itest_run_capture(cmd, out, sizeof(out)) == 0 &&
 		       strstr(out, "\n... (stack copy cut short: the frames "
 				   "beyond it are not known)\n"),
 	       "and the text of --local says so under its frames");

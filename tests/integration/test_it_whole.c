@@ -91,42 +91,6 @@ static bool fix_stop(struct fix *f)
 	return gone;
 }
 
-/* Runs cmd, its stdout into buf; its exit status, -1 if it died. */
-static int run_capture(const char *cmd, char *buf, size_t size)
-{
-	FILE *p = popen(cmd, "r");
-	size_t n = 0;
-	int st;
-
-	buf[0] = '\0';
-	if (!p)
-		return -1;
-	while (n < size - 1) {
-		size_t got = fread(buf + n, 1, size - 1 - n, p);
-
-		if (got == 0)
-			break;
-		n += got;
-	}
-	buf[n] = '\0';
-	st = pclose(p);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static cJSON *thread_named(cJSON *doc, const char *name)
-{
-	cJSON *t;
-
-	cJSON_ArrayForEach(t, cJSON_GetObjectItem(doc, "threads"))
-	{
-		cJSON *n = cJSON_GetObjectItem(t, "name");
-
-		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
-			return t;
-	}
-	return NULL;
-}
-
 /*
  * The non-inlined functions of thread t of doc, ";"-joined ("" without a
  * stack); *nframes gets how many.
@@ -193,7 +157,7 @@ static bool eu_functions(pid_t pid, pid_t tid, const char *args, char *buf,
 	buf[0] = '\0';
 	snprintf(cmd, sizeof(cmd), "eu-stack -m %s -p %d 2>/dev/null", args,
 		 (int)pid);
-	run_capture(cmd, out, sizeof(out));
+	itest_run_capture(cmd, out, sizeof(out));
 	snprintf(head, sizeof(head), "TID %d:\n", (int)tid);
 	p = strstr(out, head);
 	if (!p)
@@ -235,7 +199,7 @@ static bool eu_functions(pid_t pid, pid_t tid, const char *args, char *buf,
 /* The tid of the thread called name in doc, or 0. */
 static pid_t tid_of(cJSON *doc, const char *name)
 {
-	cJSON *t = thread_named(doc, name);
+	cJSON *t = itest_thread_named(doc, name);
 	cJSON *tid = t ? cJSON_GetObjectItem(t, "tid") : NULL;
 
 	return cJSON_IsNumber(tid) ? (pid_t)tid->valueint : 0;
@@ -262,7 +226,7 @@ static bool alt_whole(const char *fns, const char *handler)
 static void check_alt(cJSON *doc, pid_t pid, const char *how)
 {
 	char fns[FNS_SIZE], eu[FNS_SIZE];
-	cJSON *t = doc ? thread_named(doc, "altspin") : NULL;
+	cJSON *t = doc ? itest_thread_named(doc, "altspin") : NULL;
 	int n;
 
 	functions(doc, t, fns, sizeof(fns), &n);
@@ -271,7 +235,7 @@ static void check_alt(cJSON *doc, pid_t pid, const char *how)
 	       "%s (%s): a handler spinning on the alternate stack, then "
 	       "the frames it interrupted (%d: %s; truncated %s)",
 	       how, method(t), n, fns, truncated(t));
-	t = doc ? thread_named(doc, "altstack") : NULL;
+	t = doc ? itest_thread_named(doc, "altstack") : NULL;
 	functions(doc, t, fns, sizeof(fns), &n);
 	TAP_OK(alt_whole(fns, ALT_HANDLER) && strcmp(truncated(t), "none") == 0,
 	       "%s (%s): the handler asleep on the alternate stack, then the "
@@ -317,7 +281,7 @@ static cJSON *local_stacks(pid_t pid, const char *more, int *status)
 
 	snprintf(cmd, sizeof(cmd), "%s dump --local --format json %s %d", cli,
 		 more, (int)pid);
-	*status = run_capture(cmd, out, sizeof(out));
+	*status = itest_run_capture(cmd, out, sizeof(out));
 	return cJSON_Parse(out);
 }
 
@@ -382,7 +346,7 @@ static void test_altstack(const struct itest_daemon *d,
 	cJSON_Delete(doc);
 	doc = daemon_stacks(d_ptrace, f.pid, "", &status);
 	TAP_OK(status == 200 && doc &&
-		       strcmp(method(thread_named(doc, "altstack")),
+		       strcmp(method(itest_thread_named(doc, "altstack")),
 			      "ptrace") == 0,
 	       "a daemon without kernel reads ptraces it (%d)", status);
 	check_alt(doc, f.pid, "the daemon, by ptrace");
@@ -427,7 +391,7 @@ static void check_core(pid_t pid)
 	(void)!system(cmd);
 	snprintf(cmd, sizeof(cmd), "%s dump --core %s --format json", cli,
 		 core);
-	status = run_capture(cmd, out, sizeof(out));
+	status = itest_run_capture(cmd, out, sizeof(out));
 	doc = cJSON_Parse(out);
 	/* A core names every thread after the process: found by its stack. */
 	threads = doc ? cJSON_GetObjectItem(doc, "threads") : NULL;
@@ -455,7 +419,7 @@ static int deep_frames(cJSON *doc, const char *name, int *ndeep, char *fns,
 	int n;
 	const char *p = fns;
 
-	functions(doc, thread_named(doc, name), fns, size, &n);
+	functions(doc, itest_thread_named(doc, name), fns, size, &n);
 	*ndeep = 0;
 	while ((p = strstr(p, "plain_deep;"))) {
 		(*ndeep)++;
@@ -472,11 +436,12 @@ static int deep_frames(cJSON *doc, const char *name, int *ndeep, char *fns,
 static void check_deep(cJSON *doc, pid_t pid, const char *how, int max)
 {
 	static char fns[FNS_SIZE], eu[FNS_SIZE];
-	cJSON *t = doc ? thread_named(doc, "deep") : NULL;
+	cJSON *t = doc ? itest_thread_named(doc, "deep") : NULL;
 	int ndeep, n = deep_frames(doc, "deep", &ndeep, fns, sizeof(fns));
 	const char *tr = truncated(t);
 
-	TAP_OK(strcmp(truncated(thread_named(doc, "parked")), "none") == 0,
+	TAP_OK(strcmp(truncated(itest_thread_named(doc, "parked")), "none") ==
+		       0,
 	       "%s: a parked thread, whole, is not said to be cut", how);
 	if (max < 0) {
 		TAP_OK(strcmp(tr, "stack") == 0 && n < SW_DEEP_ALL,
@@ -539,20 +504,20 @@ static void test_deep(const struct itest_daemon *d)
 	cJSON_Delete(doc);
 	snprintf(cmd, sizeof(cmd), "%s dump --local --max-frames 10 %d", cli,
 		 (int)f.pid);
-	TAP_OK(run_capture(cmd, out, sizeof(out)) == 0 &&
+	TAP_OK(itest_run_capture(cmd, out, sizeof(out)) == 0 &&
 		       strstr(out, "\n#9 ") &&
 		       strstr(out, "\n... (more frames not captured)\n"),
 	       "the text of --max-frames 10: its frames, then a line that "
 	       "says more were not captured");
 	snprintf(cmd, sizeof(cmd), "%s --url %s dump %d", cli, d->url,
 		 (int)f.pid);
-	TAP_OK(run_capture(cmd, out, sizeof(out)) == 0 &&
+	TAP_OK(itest_run_capture(cmd, out, sizeof(out)) == 0 &&
 		       strstr(out, "\n... (stack copy cut short"),
 	       "the daemon's text says the copy was cut short");
 	snprintf(cmd, sizeof(cmd),
 		 "%s --url %s dump --max-frames 0 --format json %d", cli,
 		 d->url, (int)f.pid);
-	status = run_capture(cmd, out, sizeof(out));
+	status = itest_run_capture(cmd, out, sizeof(out));
 	TAP_OK(status == 0 && !strstr(out, "\"truncated\""),
 	       "dump --max-frames 0 through the daemon: nothing cut (%d)",
 	       status);
@@ -568,7 +533,7 @@ static void test_deep(const struct itest_daemon *d)
 		snprintf(cmd, sizeof(cmd),
 			 "%s dump --local --max-frames '%s' %d 2>/dev/null",
 			 cli, bad[i], (int)f.pid);
-		TAP_OK(run_capture(cmd, out, sizeof(out)) == 2,
+		TAP_OK(itest_run_capture(cmd, out, sizeof(out)) == 2,
 		       "dump --max-frames '%s': a usage error", bad[i]);
 	}
 	TAP_OK(untouched(f.pid), "afterwards no thread is stopped or traced");
@@ -673,7 +638,7 @@ static void test_agent_deep(const struct itest_daemon *d)
 		return;
 	}
 	doc = daemon_stacks(d, f.pid, "&max_frames=0", &status);
-	t = doc ? thread_named(doc, "deep") : NULL;
+	t = doc ? itest_thread_named(doc, "deep") : NULL;
 	functions(doc, t, fns, sizeof(fns), &n);
 	TAP_OK(status == 200 && strcmp(method(t), "signal") == 0 &&
 		       n == SW_SLOT_FRAMES &&

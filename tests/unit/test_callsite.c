@@ -1,13 +1,13 @@
 /*
  * test_callsite.c - which code before a return address is a call
- * (src/symbols/callsite.c): the forms compilers emit for direct and
+ * (src/model/callsite.h): the forms compilers emit for direct and
  * indirect calls, each ending right before the return address, and code
  * that merely ends there (a jump, an add, a ret, zeros).
  */
 #include <stdint.h>
 #include <string.h>
 
-#include "symbols/callsite.h"
+#include "model/callsite.h"
 #include "tap.h"
 
 /* code, right-aligned in the CALLSITE_LOOKBACK bytes before a return. */

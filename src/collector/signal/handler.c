@@ -87,7 +87,7 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 		s->nips = 1;
 		return;
 	}
-	do {
+	for (;;) {
 		if (unwind.get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
 		if (n == SLOT_IPS) {
@@ -95,7 +95,13 @@ __attribute__((noinline)) static void unwind_into(struct slot *s,
 			break;
 		}
 		s->ips[n++] = ip;
-	} while ((ret = unwind.step(&cursor)) > 0);
+		/* Past a frame entered by its return address that libunwind
+		 * could only guess at: CPython's perf trampolines. */
+		if (n > 1 && unwind_trampoline(&cursor, &ctx))
+			continue;
+		if ((ret = unwind.step(&cursor)) <= 0)
+			break;
+	}
 	if (n < SLOT_IPS && ret < 0 && ctx.cut)
 		s->flags |= SW_TF_CUT;
 	s->nips = n;

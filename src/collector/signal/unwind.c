@@ -19,6 +19,8 @@
 #include "stackmap.h"
 #include "unwind.h"
 
+#include "model/callsite.h"
+
 struct unwind_api unwind;
 uintptr_t unwind_text_lo, unwind_text_hi;
 
@@ -182,7 +184,10 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val,
 	(void)as;
 	if (write || reg < 0 || reg > UNW_X86_64_RIP)
 		return -UNW_EBADREG;
-	*val = (unw_word_t)ctx->uc->uc_mcontext.gregs[greg_of[reg]];
+	if (ctx->over_mask & (1u << reg))
+		*val = (unw_word_t)ctx->over[reg];
+	else
+		*val = (unw_word_t)ctx->uc->uc_mcontext.gregs[greg_of[reg]];
 	return 0;
 }
 
@@ -310,7 +315,63 @@ int unwind_init(unw_cursor_t *c, struct unwind_ctx *ctx, const ucontext_t *uc)
 	ctx->nseg = 0;
 	ctx->cut = 0;
 	ctx->noinfo = 0;
+	ctx->over_mask = 0;
 	return unwind.init_remote(c, unwind.as, ctx);
+}
+
+/* Whether addr lies in a segment of the module libunwind looked at last. */
+static int in_last_module(const struct unwind_ctx *ctx, uint64_t addr)
+{
+	for (unsigned i = 0; i < ctx->nseg; i++)
+		if (addr >= ctx->seg_lo[i] && addr < ctx->seg_hi[i])
+			return 1;
+	return 0;
+}
+
+int unwind_trampoline(unw_cursor_t *c, struct unwind_ctx *ctx)
+{
+	/* Callee-saved: as the trampoline leaves them for its caller. */
+	static const int kept[] = { UNW_X86_64_RBX, UNW_X86_64_RBP,
+				    UNW_X86_64_R12, UNW_X86_64_R13,
+				    UNW_X86_64_R14, UNW_X86_64_R15 };
+	uint8_t code[CALLSITE_LOOKBACK];
+	unw_word_t ip, sp, ra, v;
+	uint32_t mask = 0;
+	struct find f;
+
+	if (unwind.get_reg(c, UNW_REG_IP, &ip) < 0 || ip < 2 ||
+	    in_last_module(ctx, ip - 1))
+		return 0;
+	/* Only now the module list: most frames are in the last module. */
+	find_init(&f, ip - 1, 1, 0, ctx);
+	if (loader_modules(find_module, &f) > 0)
+		return 0;
+	if (unwind.get_reg(c, UNW_REG_SP, &sp) < 0 || sp > UINT64_MAX - 16 ||
+	    !readable(ctx, sp + 8, sizeof(ra)))
+		return 0;
+	ra = load_word(sp + 8);
+	if (ra < CALLSITE_LOOKBACK)
+		return 0;
+	find_init(&f, ra - CALLSITE_LOOKBACK, CALLSITE_LOOKBACK, 1, ctx);
+	if (loader_modules(find_module, &f) <= 0)
+		return 0;
+	for (unsigned i = 0; i < CALLSITE_LOOKBACK; i++)
+		code[i] = *(
+			const volatile uint8_t *)(uintptr_t)(ra -
+							     CALLSITE_LOOKBACK +
+							     i);
+	if (!callsite_ends_call(code, CALLSITE_LOOKBACK))
+		return 0;
+	for (unsigned i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+		if (unwind.get_reg(c, kept[i], &v) == 0) {
+			ctx->over[kept[i]] = v;
+			mask |= 1u << kept[i];
+		}
+	ctx->over[UNW_X86_64_RSP] = sp + 16;
+	ctx->over[UNW_X86_64_RIP] = ra;
+	ctx->over_mask = mask | 1u << UNW_X86_64_RSP | 1u << UNW_X86_64_RIP;
+	ctx->pc_page = ra & ~PAGE_MASK;
+	return unwind.init_remote(c, unwind.as, ctx) == 0;
 }
 
 /* dlsym returns void *; a function pointer is assigned through this. */

@@ -65,6 +65,10 @@ struct unwind_ctx {
 	unsigned nseg;
 	int cut;    /* a read was refused */
 	int noinfo; /* some pc had no unwind table (frame chain guessed) */
+	/* Registers that stand for uc's (bit r: libunwind's register r),
+	 * once a walk starts again past a trampoline (unwind_trampoline()). */
+	uint32_t over_mask;
+	uint64_t over[UNW_X86_64_RIP + 1];
 };
 
 /*
@@ -74,6 +78,18 @@ struct unwind_ctx {
  * libunwind error. Async-signal-safe.
  */
 int unwind_init(unw_cursor_t *c, struct unwind_ctx *ctx, const ucontext_t *uc);
+
+/*
+ * Whether the frame at c is one of CPython's perf trampolines (python
+ * 3.12+ -X perf: a copy of "sub $8,%rsp; call *%rcx; add $8,%rsp; ret"
+ * made at run time, with neither unwind table nor frame pointer, where
+ * libunwind's frame-chain guess goes astray): its pc, a return address,
+ * in no module, the word 8 bytes above its sp a return address into a
+ * module's code just after a call. Then c starts again at that caller
+ * (sp + 16, the callee-saved registers as they were) and it returns 1;
+ * else 0, c untouched. Async-signal-safe.
+ */
+int unwind_trampoline(unw_cursor_t *c, struct unwind_ctx *ctx);
 
 /*
  * Loads libunwind and resolves every function. Call once, outside signal
