@@ -67,6 +67,10 @@ struct unw {
 	bool last_activation;
 	uint64_t last_regs[SNAP_NREGS];
 	uint32_t last_known;
+	/* Reads from a core (the continuation of a core's walk), else from
+	 * the snapshot's copies. */
+	Elf *core;
+	int core_fd;
 	/* The walk starts again at resume_regs (set_initial_registers()),
 	 * at a return address: its first frame is not an activation. */
 	bool resuming;
@@ -199,7 +203,8 @@ static bool in_copy(uint64_t addr, size_t n, uint64_t at, uint32_t len)
 /*
  * Every read comes from the copies of the thread being unwound: its
  * stack from sp, then the regions that a handler on an alternate signal
- * stack left behind (snapshot.h).
+ * stack left behind (snapshot.h); or, going on with a core's walk, from
+ * the core.
  */
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
 			void *arg)
@@ -208,6 +213,13 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
 	const struct snap_thread *t = u->cur;
 
 	(void)dwfl;
+	if (u->core) {
+		if (corefile_read(u->core, u->core_fd, addr, result,
+				  sizeof(*result)) == 0)
+			return true;
+		u->missed = true;
+		return false;
+	}
 	if (!t)
 		return false;
 	if (in_copy(addr, sizeof(*result), t->sp, t->stack_len)) {
@@ -245,6 +257,8 @@ static bool set_initial_registers(Dwfl_Thread *thread, void *thread_arg)
 					      u->resume_regs[SNAP_NREGS - 1]);
 		return true;
 	}
+	if (!t || (u && u->core))
+		return false;
 	for (size_t i = 0; i < SNAP_NREGS; i++)
 		regs[i] = t->regs[i];
 	return dwfl_thread_state_registers(thread, 0, SNAP_NREGS, regs);
@@ -874,7 +888,96 @@ struct core_walk {
 	struct sw_dump *d;
 	size_t cap;
 	int err;
+	Elf *core;
+	int fd;
+	const char *exe;
+	Dwfl *dwfl;
+	/* Where a walk goes on past a trampoline (core_more()). */
+	Dwfl *more;
+	struct corefile *more_cf;
+	bool more_failed;
 };
+
+/*
+ * A core's threads are elfutils' own (dwfl_core_file_attach()), whose
+ * registers cannot be given again: a walk that goes on past a CPython
+ * perf trampoline (step_over_trampoline()) starts again in a second Dwfl
+ * of the same modules, whose one thread is the one being walked, its
+ * registers the walk's resume registers and its memory the core's.
+ */
+static pid_t core_more_next(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)arg;
+	(void)thread_argp;
+	return 0;
+}
+
+static bool core_more_get(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks core_more_callbacks = {
+	.next_thread = core_more_next,
+	.get_thread = core_more_get,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+static const Dwfl_Callbacks core_callbacks = {
+	.find_elf = corefile_find_elf,
+	.find_debuginfo = no_debuginfo,
+};
+
+/* The second Dwfl of w (core_more_callbacks), made when first needed. */
+static Dwfl *core_more(struct core_walk *w)
+{
+	char why[256];
+
+	if (w->more || w->more_failed)
+		return w->more;
+	w->more_failed = true;
+	w->more = dwfl_begin(&core_callbacks);
+	if (!w->more)
+		return NULL;
+	dwfl_report_begin(w->more);
+	if (corefile_report(w->more, w->core, w->fd, w->exe, &w->more_cf, why,
+			    sizeof(why)) != 0 ||
+	    dwfl_report_end(w->more, NULL, NULL) != 0 ||
+	    !dwfl_attach_state(w->more, w->core, w->d->pid,
+			       &core_more_callbacks, &w->u)) {
+		dwfl_end(w->more);
+		corefile_free(w->more_cf);
+		w->more = NULL;
+		w->more_cf = NULL;
+		return NULL;
+	}
+	w->more_failed = false;
+	return w->more;
+}
+
+/* Walks on past CPython's perf trampolines from where a walk stopped. */
+static void core_walk_on(struct core_walk *w, pid_t tid)
+{
+	for (;;) {
+		size_t before = w->u.nips;
+		Dwfl *more;
+
+		if (!step_over_trampoline(w->dwfl, &w->u))
+			break;
+		more = core_more(w);
+		if (!more)
+			break;
+		dwfl_getthread_frames(more, tid, frame_cb, &w->u);
+		w->u.resuming = false;
+		if (w->u.nips == before)
+			break;
+	}
+}
 
 static int core_thread_cb(Dwfl_Thread *thread, void *arg)
 {
@@ -907,8 +1010,11 @@ static int core_thread_cb(Dwfl_Thread *thread, void *arg)
 	w->u.nips = 0;
 	w->u.truncated = false;
 	w->u.first_exact = true;
+	w->u.resuming = false;
+	w->u.last_pc = 0;
 	memset(w->u.exact, 0, sizeof(w->u.exact));
 	dwfl_thread_getframes(thread, frame_cb, &w->u);
+	core_walk_on(w, t->tid);
 	if (w->u.nips == 0) {
 		dump_thread_set_error(t, SW_ST_ERROR,
 				      "no frame could be read from the core");
@@ -1006,11 +1112,6 @@ static int cmp_sw_thread(const void *a, const void *b)
  * own file is enough to unwind, and the symbolizer finds debug files by
  * build-id in the system's debug directory only.
  */
-static const Dwfl_Callbacks core_callbacks = {
-	.find_elf = corefile_find_elf,
-	.find_debuginfo = no_debuginfo,
-};
-
 int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 		char *why, size_t why_size)
 {
@@ -1051,7 +1152,11 @@ int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
 	d = dump_new();
 	w.u.max = unwind_max_frames(max_frames);
 	w.u.ips = malloc(w.u.max * sizeof(*w.u.ips));
-	dwfl = dwfl_begin(&core_callbacks);
+	w.u.core = w.core = core;
+	w.u.core_fd = w.fd = fd;
+	w.exe = exe;
+	tls_unw = &w.u;
+	dwfl = w.dwfl = dwfl_begin(&core_callbacks);
 	if (!d || !w.u.ips || !dwfl) {
 		r = -ENOMEM;
 		snprintf(why, why_size, "out of memory");
@@ -1110,6 +1215,10 @@ int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
 	if (r != 0)
 		snprintf(why, why_size, "out of memory");
 out:
+	tls_unw = NULL;
+	if (w.more)
+		dwfl_end(w.more);
+	corefile_free(w.more_cf);
 	if (dwfl)
 		dwfl_end(dwfl);
 	corefile_free(cf); /* after dwfl_end(): the vDSO's image */

@@ -6,8 +6,8 @@
 # (--call-graph dwarf). Now each thread of tests/fixtures/py_perf.py is
 # unwound from its innermost frame to its start, every Python function
 # on the way named from the perf map: by the CLI's own snapshot
-# (dump --local), by the daemon from the kernel and by ptrace, and under
-# the agent by its signal handler. eu-stack
+# (dump --local), by the daemon from the kernel and by ptrace, under the
+# agent by its signal handler, and from a core (gcore). eu-stack
 # stops at the first Python frame: its frames are the first of ours.
 #
 # Usage: BUILD=build sh tests/integration/python_perf.sh (tests/run.sh
@@ -192,6 +192,43 @@ while [ $i -lt 100 ] &&
 done
 dumped "$url" "$tmp/agent.json" "$akid"
 check "under the agent" "$tmp/agent.json" signal || failed=$((failed + 1))
+
+# A core of it (gcore): each thread through every trampoline to its
+# start. A core keeps no perf map, so the Python functions stay unnamed
+# ("??" in anonymous memory): the frames CPython calls them from are
+# counted instead, py_trampoline_evaluator once per Python call (the
+# sleeping thread makes 6, the spinning one 5, the main thread 1).
+if command -v gcore >/dev/null 2>&1; then
+	gcore -o "$tmp/core" "$kid" >/dev/null 2>&1
+	"$BUILD/stackwatch" dump --core "$tmp/core.$kid" --format json \
+		>"$tmp/core.json" 2>"$tmp/core.err"
+	python3 - "$tmp/core.json" <<'PYEOF'
+import json, sys
+
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("not ok - dump --core: a JSON dump (%s)" % e)
+    sys.exit(1)
+groups = d.get("groups", [])
+seen = []
+whole = True
+for t in d.get("threads", []):
+    fns = [f.get("function") or "??" for f in groups[t["group"]]["frames"]]
+    seen.append(fns.count("py_trampoline_evaluator"))
+    if not any(e in fns[-3:] for e in ("start_thread", "__clone3", "_start")):
+        whole = False
+        print("#   %s: %s" % (t.get("tid"), ";".join(fns)))
+good = whole and sorted(seen) == [1, 5, 6]
+print("%s - dump --core: every thread down to its start, past %s Python calls (1, 5 and 6 wanted)"
+      % ("ok" if good else "not ok", ", ".join(map(str, sorted(seen)))))
+sys.exit(0 if good else 1)
+PYEOF
+	[ $? -eq 0 ] || failed=$((failed + 1))
+	rm -f "$tmp/core.$kid"
+else
+	echo "ok - # SKIP gcore is not installed"
+fi
 
 # eu-stack ends at the first Python frame: its frames are ours, and ours
 # go on. Compared on the sleeping thread, by address.
