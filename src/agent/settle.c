@@ -40,6 +40,7 @@
 #include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,6 +56,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "collector/exec.h"
@@ -116,12 +118,52 @@ static int find_restorers(void)
 	return n;
 }
 
-/* Whether one of the n restorers is in words [0, count) of scan_buf. */
-static bool holds_restorer(size_t count, int n)
+/* A signal frame's words: the restorer, then the ucontext to the code
+ * segment of the interrupted registers. */
+#define UC_WORD(field) (1 + offsetof(ucontext_t, field) / 8)
+#define GREG_WORD(r) (UC_WORD(uc_mcontext.gregs) + (r))
+#define FRAME_WORDS (GREG_WORD(REG_CSGSFS) + 1)
+#define UC_FLAGS_KNOWN 0x7ull /* UC_FP_XSTATE, _SIGCONTEXT_SS, _STRICT_... */
+#define USER_CS 0x33u	      /* 64-bit user code */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31)
+#endif
+
+/*
+ * Whether the words f[0, FRAME_WORDS) at address at are a signal frame
+ * the kernel wrote: a restorer, then a ucontext whose fields are what
+ * the kernel puts there (known flags, no link, a valid stack state,
+ * user code interrupted at a pc, below its sp). A restorer's address
+ * left in a local that was never set, or in what is left of an old frame
+ * that later calls wrote over, is not one: a fork child keeps its
+ * parent's frames above the fork for good, and such a word there would
+ * otherwise keep its thread from ever starting (a PostgreSQL backend).
+ */
+static bool signal_frame_at(const uint64_t *f, uint64_t at)
 {
-	for (size_t w = 0; w < count; w++)
+	uint32_t ss_flags = (uint32_t)f[UC_WORD(uc_stack.ss_flags)];
+
+	ss_flags &= ~(uint32_t)SS_AUTODISARM;
+	return !(f[UC_WORD(uc_flags)] & ~UC_FLAGS_KNOWN) &&
+	       f[UC_WORD(uc_link)] == 0 &&
+	       (ss_flags == 0 || ss_flags == SS_ONSTACK ||
+		ss_flags == SS_DISABLE) &&
+	       (f[GREG_WORD(REG_CSGSFS)] & 0xffff) == USER_CS &&
+	       f[GREG_WORD(REG_RIP)] != 0 && f[GREG_WORD(REG_RSP)] > at;
+}
+
+/*
+ * Whether words [0, count) of scan_buf, read from address at, hold a
+ * signal frame of one of the n restorers. One too near the end to be
+ * whole is left to the next read, which starts FRAME_WORDS before this
+ * one ends (at the end of the stack, no frame fits).
+ */
+static bool holds_restorer(size_t count, int n, uint64_t at)
+{
+	for (size_t w = 0; w + FRAME_WORDS <= count; w++)
 		for (int i = 0; i < n; i++)
-			if (scan_buf[w] == restorers[i])
+			if (scan_buf[w] == restorers[i] &&
+			    signal_frame_at(&scan_buf[w], at + w * 8))
 				return true;
 	return false;
 }
@@ -181,14 +223,15 @@ __attribute__((noinline)) static bool in_program_handler(void)
 		}
 		if (got <= 0)
 			break;
-		if (holds_restorer((size_t)got / sizeof(uint64_t), n)) {
+		if (holds_restorer((size_t)got / sizeof(uint64_t), n, at)) {
 			found = true;
 			break;
 		}
 		if ((size_t)got < sizeof(scan_buf))
 			break;
-		at += (uintptr_t)got;
-		done += (size_t)got;
+		/* Overlapping: a frame cut at the end is whole in the next. */
+		at += (uintptr_t)got - FRAME_WORDS * 8;
+		done += (size_t)got - FRAME_WORDS * 8;
 	}
 	if (mem >= 0)
 		sys_call2(SYS_close, mem, 0);
