@@ -421,7 +421,8 @@ static bool follows_call(Dwfl *dwfl, uint64_t ra)
  * with neither call frame information nor a frame pointer of their own,
  * so that every stack stopped at its first Python frame. Such a frame,
  * entered by its return address, has its caller's return address 8 bytes
- * above its sp and leaves every callee-saved register as it was. That
+ * above its sp and leaves every callee-saved register as it was (rbp
+ * too, but where a build made it push one: then rbp is its sp). That
  * rule is taken only where the word there is a return address: code of
  * a module follows a call just before it (follows_call()). Sets u's
  * resume registers and returns true, else false.
@@ -444,6 +445,11 @@ static bool step_over_trampoline(Dwfl *dwfl, struct unw *u)
 		return false;
 	memcpy(u->resume_regs, u->last_regs, sizeof(u->resume_regs));
 	u->resume_known = (u->last_known & kept) | (1u << 7);
+	/* A build that gives it a frame pointer (push %rbp; mov %rsp,%rbp):
+	 * rbp is its sp, and the caller's rbp is what it pushed. */
+	if ((u->last_known & (1u << 6)) && u->last_regs[6] == sp &&
+	    !memory_read(dwfl, sp, &u->resume_regs[6], u))
+		u->resume_known &= ~(1u << 6);
 	u->resume_regs[7] = sp + 16;
 	u->resume_regs[SNAP_NREGS - 1] = ra;
 	u->resuming = true;

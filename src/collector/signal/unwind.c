@@ -367,6 +367,14 @@ int unwind_trampoline(unw_cursor_t *c, struct unwind_ctx *ctx)
 			ctx->over[kept[i]] = v;
 			mask |= 1u << kept[i];
 		}
+	/* A build that gives it a frame pointer (push %rbp; mov %rsp,%rbp):
+	 * rbp is its sp, and the caller's rbp is what it pushed. */
+	if ((mask & 1u << UNW_X86_64_RBP) && ctx->over[UNW_X86_64_RBP] == sp) {
+		if (readable(ctx, sp, sizeof(v)))
+			ctx->over[UNW_X86_64_RBP] = load_word(sp);
+		else
+			mask &= ~(1u << UNW_X86_64_RBP);
+	}
 	ctx->over[UNW_X86_64_RSP] = sp + 16;
 	ctx->over[UNW_X86_64_RIP] = ra;
 	ctx->over_mask = mask | 1u << UNW_X86_64_RSP | 1u << UNW_X86_64_RIP;

@@ -86,7 +86,8 @@ int unwind_init(unw_cursor_t *c, struct unwind_ctx *ctx, const ucontext_t *uc);
  * libunwind's frame-chain guess goes astray): its pc, a return address,
  * in no module, the word 8 bytes above its sp a return address into a
  * module's code just after a call. Then c starts again at that caller
- * (sp + 16, the callee-saved registers as they were) and it returns 1;
+ * (sp + 16, the callee-saved registers as they were; rbp the word at sp
+ * where rbp is sp: a build that made it push one) and it returns 1;
  * else 0, c untouched. Async-signal-safe.
  */
 int unwind_trampoline(unw_cursor_t *c, struct unwind_ctx *ctx);
