@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -511,6 +512,74 @@ static inline cJSON *itest_thread_named(cJSON *doc, const char *name)
 			return t;
 	}
 	return NULL;
+}
+
+/* A fixture in a process group of its own, its stdin and stdout piped. */
+struct itest_fix {
+	pid_t pid; /* also its process group; -1: none */
+	int out, in;
+};
+
+/*
+ * Starts program MODE in a process group of its own, under the agent
+ * registering on agent_sock when that is not NULL; waits for its "ready".
+ */
+static inline bool itest_fix_start(struct itest_fix *f, const char *program,
+				   const char *mode, const char *agent_sock)
+{
+	char agent[PATH_MAX];
+	int o[2], i[2];
+
+	f->pid = -1;
+	if (pipe(o) < 0 || pipe(i) < 0)
+		return false;
+	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
+		 itest_target_build());
+	f->pid = fork();
+	if (f->pid == 0) {
+		setpgid(0, 0);
+		dup2(o[1], 1);
+		dup2(i[0], 0);
+		close(o[0]);
+		close(o[1]);
+		close(i[0]);
+		close(i[1]);
+		if (agent_sock) {
+			setenv("LD_PRELOAD", agent, 1);
+			setenv("STACKWATCH_SOCKET", agent_sock, 1);
+		}
+		execl(program, program, mode, (char *)NULL);
+		_exit(127);
+	}
+	if (f->pid > 0)
+		setpgid(f->pid, f->pid);
+	close(o[1]);
+	close(i[0]);
+	f->out = o[0];
+	f->in = i[1];
+	return f->pid > 0 && itest_wait_line(f->out, "ready");
+}
+
+/*
+ * Kills the fixture's process group; whether none of it is left once
+ * the kernel has reaped it (slowly on a busy machine: 5 s at most).
+ */
+static inline bool itest_fix_stop(struct itest_fix *f)
+{
+	bool gone;
+
+	if (f->pid <= 0)
+		return true;
+	close(f->in);
+	close(f->out);
+	kill(-f->pid, SIGKILL);
+	waitpid(f->pid, NULL, 0);
+	for (long end = itest_now_ms() + 5000;
+	     kill(-f->pid, 0) == 0 && itest_now_ms() < end;)
+		itest_sleep_ms(10);
+	gone = kill(-f->pid, 0) < 0 && errno == ESRCH;
+	f->pid = -1;
+	return gone;
 }
 
 #endif /* SW_ITEST_H */

@@ -60,57 +60,10 @@ static const char *const fast_info[] = {
 	"--log-level=info",	NULL
 };
 
-struct fix {
-	pid_t pid; /* also its process group */
-	int out, in;
-};
-
 /* Starts kread_target mode in a process group of its own; waits "ready". */
-static int fix_start(struct fix *f, const char *mode)
+static int fix_start(struct itest_fix *f, const char *mode)
 {
-	int o[2], i[2];
-
-	f->pid = -1;
-	if (pipe(o) < 0 || pipe(i) < 0)
-		return -1;
-	f->pid = fork();
-	if (f->pid == 0) {
-		setpgid(0, 0);
-		dup2(o[1], 1);
-		dup2(i[0], 0);
-		close(o[0]);
-		close(o[1]);
-		close(i[0]);
-		close(i[1]);
-		execl(fixture, fixture, mode, (char *)NULL);
-		_exit(127);
-	}
-	if (f->pid > 0)
-		setpgid(f->pid, f->pid);
-	close(o[1]);
-	close(i[0]);
-	f->out = o[0];
-	f->in = i[1];
-	return f->pid > 0 && itest_wait_line(f->out, "ready") ? 0 : -1;
-}
-
-/* Kills the fixture's process group; whether none of it is left. */
-static bool fix_stop(struct fix *f)
-{
-	if (f->pid <= 0)
-		return true;
-	close(f->in);
-	close(f->out);
-	kill(-f->pid, SIGKILL);
-	waitpid(f->pid, NULL, 0);
-	/* Anything else of its group is gone once the kernel has reaped it
-	 * (slowly on a busy machine). */
-	for (long end = itest_now_ms() + 5000; itest_now_ms() < end;) {
-		if (kill(-f->pid, 0) < 0 && errno == ESRCH)
-			return true;
-		itest_sleep_ms(10);
-	}
-	return false;
+	return itest_fix_start(f, fixture, mode, NULL) ? 0 : -1;
 }
 
 /* The first letter of a task's State line ('?' when unreadable). */
@@ -225,11 +178,11 @@ static bool log_has(const struct itest_daemon *d, const char *what,
 static void test_first(void)
 {
 	int counted = 0, rounds = 0;
-	struct fix f;
+	struct itest_fix f;
 
 	if (fix_start(&f, "idle") < 0 || !all_asleep(f.pid, 1)) {
 		TAP_OK(0, "first: the fixture starts");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	for (; rounds < FIRST_ROUNDS; rounds++) {
@@ -256,7 +209,7 @@ static void test_first(void)
 	       "first: a dump asked for as soon as the daemon listens is "
 	       "counted as one kernel read of one thread (%d of %d rounds)",
 	       counted, rounds);
-	TAP_OK(fix_stop(&f), "first: nothing of the fixture is left");
+	TAP_OK(itest_fix_stop(&f), "first: nothing of the fixture is left");
 }
 
 /* --- blocked ------------------------------------------------------- */
@@ -301,13 +254,13 @@ static void test_blocked(const struct itest_daemon *d)
 	double dumps0, kreads0, kthreads0, kreads, kthreads;
 	int n, answered = 0, not_kernel = 0, fresh = 0, wrong = 0;
 	bool partial;
-	struct fix f;
+	struct itest_fix f;
 
 	if (fix_start(&f, "blocked") < 0 ||
 	    !all_asleep(f.pid, BLOCKED_THREADS)) {
 		TAP_OK(0, "blocked: the fixture's %d threads block",
 		       BLOCKED_THREADS);
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	n = itest_tids(f.pid, tids, BLOCKED_THREADS + 1);
@@ -398,7 +351,7 @@ static void test_blocked(const struct itest_daemon *d)
 		       access(path, F_OK) == 0,
 	       "blocked: the thread under SECCOMP_MODE_STRICT lives and "
 	       "answers");
-	TAP_OK(fix_stop(&f), "blocked: nothing of the fixture is left");
+	TAP_OK(itest_fix_stop(&f), "blocked: nothing of the fixture is left");
 }
 
 /* --- churn --------------------------------------------------------- */
@@ -503,11 +456,11 @@ static void test_churn(const struct itest_daemon *d)
 	    by_perf = 0, by_ptrace = 0, fresh = 0, nocut = 0, partial = 0;
 	double dumps0;
 	char first_bad[900] = "";
-	struct fix f;
+	struct itest_fix f;
 
 	if (fix_start(&f, "churn") < 0) {
 		TAP_OK(0, "churn: the fixture starts");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	dumps0 = itest_metric(d, DUMPS_OK);
@@ -570,7 +523,7 @@ static void test_churn(const struct itest_daemon *d)
 		 "%d stacks ended on a return",
 		 by_kernel, by_perf, by_ptrace, not_ok, answered, partial,
 		 checked - bad - nocut);
-	TAP_OK(fix_stop(&f), "churn: nothing of the fixture is left");
+	TAP_OK(itest_fix_stop(&f), "churn: nothing of the fixture is left");
 }
 
 /* --- leak ---------------------------------------------------------- */
@@ -699,7 +652,7 @@ static void *client_run(void *arg)
  * the kernel or ms passed. Returns the reads done; *answers and *ok get
  * the requests made and those answered 200.
  */
-static int dump_until(const struct itest_daemon *d, const struct fix *f,
+static int dump_until(const struct itest_daemon *d, const struct itest_fix *f,
 		      int want, long ms, int *answers, int *ok)
 {
 	struct client c[LEAK_CLIENTS];
@@ -749,7 +702,7 @@ static void test_leak(void)
 {
 	struct itest_daemon d;
 	struct holds h0, h1, d0;
-	struct fix f[LEAK_CLIENTS];
+	struct itest_fix f[LEAK_CLIENTS];
 	long t0;
 	int reads, answers, ok, ctls, entries = -1, dfds = -1;
 	pid_t helper;
@@ -764,7 +717,7 @@ static void test_leak(void)
 	if (!up) {
 		TAP_OK(0, "leak: the fixtures and the daemon start");
 		for (int i = 0; i < LEAK_CLIENTS; i++)
-			fix_stop(&f[i]);
+			itest_fix_stop(&f[i]);
 		return;
 	}
 	helper = itest_first_child(d.pid);
@@ -815,7 +768,7 @@ static void test_leak(void)
 out:
 	up = true;
 	for (int i = 0; i < LEAK_CLIENTS; i++)
-		up = fix_stop(&f[i]) && up;
+		up = itest_fix_stop(&f[i]) && up;
 	TAP_OK(up, "leak: nothing of the fixtures is left");
 	TAP_OK(itest_daemon_stop(&d) == 0, "leak: the daemon stops cleanly");
 	itest_daemon_cleanup(&d);
@@ -863,7 +816,7 @@ static bool all_read_by(const struct itest_daemon *d, pid_t pid,
  */
 static void fallback_one(const char *what, const char *const *wrap,
 			 const char *const *extra, const char *reason,
-			 const struct fix *f)
+			 const struct itest_fix *f)
 {
 	struct itest_daemon d;
 	char why[256];
@@ -909,13 +862,13 @@ static void test_fallback(const struct itest_daemon *d)
 	};
 	char why[256];
 	int active, threads;
-	struct fix f;
+	struct itest_fix f;
 	bool all;
 
 	if (fix_start(&f, "blocked") < 0 ||
 	    !all_asleep(f.pid, BLOCKED_THREADS)) {
 		TAP_OK(0, "fallback: the fixture starts");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	active = kernel_status(d, why, sizeof(why));
@@ -937,7 +890,7 @@ static void test_fallback(const struct itest_daemon *d)
 	else
 		fallback_one("without CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN",
 			     capsh, plain, "privilege", &f);
-	TAP_OK(fix_stop(&f), "fallback: nothing of the fixture is left");
+	TAP_OK(itest_fix_stop(&f), "fallback: nothing of the fixture is left");
 }
 
 static bool wanted(int argc, char **argv, const char *part)

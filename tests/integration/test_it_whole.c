@@ -29,66 +29,11 @@
 static char fixture[PATH_MAX], cli[PATH_MAX];
 static bool have_eu;
 
-struct fix {
-	pid_t pid; /* its own process group */
-	int out, in;
-};
-
-/*
- * Starts plain_target MODE in a process group of its own, under the
- * agent of d when d is not NULL; waits for "ready".
- */
-static bool fix_start(struct fix *f, const char *mode,
+/* plain_target MODE, under the agent of d when d is not NULL. */
+static bool fix_start(struct itest_fix *f, const char *mode,
 		      const struct itest_daemon *d)
 {
-	char agent[PATH_MAX];
-	int o[2], i[2];
-
-	f->pid = -1;
-	if (pipe(o) < 0 || pipe(i) < 0)
-		return false;
-	snprintf(agent, sizeof(agent), "%s/libstackwatch-agent.so",
-		 itest_target_build());
-	f->pid = fork();
-	if (f->pid == 0) {
-		setpgid(0, 0);
-		dup2(o[1], 1);
-		dup2(i[0], 0);
-		close(o[0]);
-		close(i[1]);
-		if (d) {
-			setenv("LD_PRELOAD", agent, 1);
-			setenv("STACKWATCH_SOCKET", d->sock, 1);
-		}
-		execl(fixture, fixture, mode, (char *)NULL);
-		_exit(127);
-	}
-	if (f->pid > 0)
-		setpgid(f->pid, f->pid);
-	close(o[1]);
-	close(i[0]);
-	f->out = o[0];
-	f->in = i[1];
-	return f->pid > 0 && itest_wait_line(f->out, "ready");
-}
-
-/* Kills the fixture's process group; whether none of it is left. */
-static bool fix_stop(struct fix *f)
-{
-	bool gone;
-
-	if (f->pid <= 0)
-		return true;
-	close(f->in);
-	close(f->out);
-	kill(-f->pid, SIGKILL);
-	waitpid(f->pid, NULL, 0);
-	for (long end = itest_now_ms() + 5000;
-	     kill(-f->pid, 0) == 0 && itest_now_ms() < end;)
-		itest_sleep_ms(10);
-	gone = kill(-f->pid, 0) < 0 && errno == ESRCH;
-	f->pid = -1;
-	return gone;
+	return itest_fix_start(f, fixture, mode, d ? d->sock : NULL);
 }
 
 /*
@@ -331,13 +276,13 @@ static void check_core(pid_t pid);
 static void test_altstack(const struct itest_daemon *d,
 			  const struct itest_daemon *d_ptrace)
 {
-	struct fix f;
+	struct itest_fix f;
 	cJSON *doc;
 	int status;
 
 	if (!fix_start(&f, "altstack", NULL)) {
 		TAP_OK(0, "plain_target altstack starts");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	doc = daemon_stacks(d, f.pid, "", &status);
@@ -357,7 +302,7 @@ static void test_altstack(const struct itest_daemon *d,
 	cJSON_Delete(doc);
 	TAP_OK(untouched(f.pid), "afterwards no thread is stopped or traced");
 	check_core(f.pid);
-	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+	TAP_OK(itest_fix_stop(&f), "the fixture's process group is gone");
 }
 
 /* The same thread from a core of the process (gcore), --core. */
@@ -475,13 +420,13 @@ static void test_deep(const struct itest_daemon *d)
 	char cmd[PATH_MAX + 160], target[96];
 	static const char *const bad[] = { "-1", "4097", "x", "", "1e3" };
 	struct http_response r;
-	struct fix f;
+	struct itest_fix f;
 	cJSON *doc;
 	int status;
 
 	if (!fix_start(&f, "deep", NULL)) {
 		TAP_OK(0, "plain_target deep starts");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	doc = daemon_stacks(d, f.pid, "", &status);
@@ -537,7 +482,7 @@ static void test_deep(const struct itest_daemon *d)
 		       "dump --max-frames '%s': a usage error", bad[i]);
 	}
 	TAP_OK(untouched(f.pid), "afterwards no thread is stopped or traced");
-	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+	TAP_OK(itest_fix_stop(&f), "the fixture's process group is gone");
 }
 
 /*
@@ -547,13 +492,13 @@ static void test_deep(const struct itest_daemon *d)
  */
 static void test_rate(const struct itest_daemon *d)
 {
-	struct fix f;
+	struct itest_fix f;
 	long start, took;
 	int ok = 0, status;
 
 	if (!fix_start(&f, "2", NULL)) {
 		TAP_OK(0, "plain_target 2 starts");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	start = itest_now_ms();
@@ -568,7 +513,7 @@ static void test_rate(const struct itest_daemon *d)
 	       "four dumps with max_frames, --max-dump-rate 5: all answered, "
 	       "no sooner than the rate allows (%d, %ld ms)",
 	       ok, took);
-	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+	TAP_OK(itest_fix_stop(&f), "the fixture's process group is gone");
 }
 
 /*
@@ -579,7 +524,7 @@ static void test_rate(const struct itest_daemon *d)
 static void test_agent(const struct itest_daemon *d)
 {
 	char fns[FNS_SIZE];
-	struct fix f;
+	struct itest_fix f;
 	cJSON *doc, *t, *threads;
 	int status, n;
 	bool cut = true, some = false;
@@ -587,7 +532,7 @@ static void test_agent(const struct itest_daemon *d)
 	if (!fix_start(&f, "altstack", d) ||
 	    !itest_wait_registered(d, f.pid, 10000)) {
 		TAP_OK(0, "plain_target altstack starts under the agent");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	doc = daemon_stacks(d, f.pid, "", &status);
@@ -616,7 +561,7 @@ static void test_agent(const struct itest_daemon *d)
 	       "max_frames=2: every thread, whatever read it, has 2 frames "
 	       "and says \"frames\"");
 	cJSON_Delete(doc);
-	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+	TAP_OK(itest_fix_stop(&f), "the fixture's process group is gone");
 }
 
 /*
@@ -627,14 +572,14 @@ static void test_agent(const struct itest_daemon *d)
 static void test_agent_deep(const struct itest_daemon *d)
 {
 	char fns[FNS_SIZE];
-	struct fix f;
+	struct itest_fix f;
 	cJSON *doc, *t;
 	int status, n;
 
 	if (!fix_start(&f, "deep", d) ||
 	    !itest_wait_registered(d, f.pid, 10000)) {
 		TAP_OK(0, "plain_target deep starts under the agent");
-		fix_stop(&f);
+		itest_fix_stop(&f);
 		return;
 	}
 	doc = daemon_stacks(d, f.pid, "&max_frames=0", &status);
@@ -647,7 +592,7 @@ static void test_agent_deep(const struct itest_daemon *d)
 	       "holds, \"frames\" (%d, %s, %d frames, %s)",
 	       SW_SLOT_FRAMES, status, method(t), n, truncated(t));
 	cJSON_Delete(doc);
-	TAP_OK(fix_stop(&f), "the fixture's process group is gone");
+	TAP_OK(itest_fix_stop(&f), "the fixture's process group is gone");
 }
 
 int main(void)
