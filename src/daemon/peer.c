@@ -15,8 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -71,11 +73,82 @@ static int status_creds(pid_t pid, uid_t *euid, gid_t *egid, uint64_t *caps,
 	return 0;
 }
 
+#ifndef PIDFD_GET_USER_NAMESPACE
+#define PIDFD_GET_USER_NAMESPACE _IO(0xFF, 9) /* Linux 6.11 */
+#endif
+
+/* The device and inode that name a user namespace. */
+struct userns_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+static pthread_once_t own_userns_once = PTHREAD_ONCE_INIT;
+static struct userns_id own_userns;
+static bool own_userns_known;
+
+static void read_own_userns(void)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/user", &st) == 0) {
+		own_userns.dev = st.st_dev;
+		own_userns.ino = st.st_ino;
+		own_userns_known = true;
+	}
+}
+
+/*
+ * Whether the process pinned by pidfd (pid, as the daemon's /proc names
+ * it) is in the daemon's own user namespace. Asked of the pidfd itself
+ * where the kernel can (PIDFD_GET_USER_NAMESPACE), so that no other
+ * process can stand in for it; else of /proc/PID/ns/user, taken only
+ * when the pinned process is still alive afterwards (its pid was not
+ * handed to another meanwhile). False whenever it cannot be told.
+ */
+static bool in_own_userns(int pidfd, pid_t pid)
+{
+	struct stat st;
+	char path[64];
+	int ns;
+
+	pthread_once(&own_userns_once, read_own_userns);
+	if (!own_userns_known || pidfd < 0)
+		return false;
+	ns = ioctl(pidfd, PIDFD_GET_USER_NAMESPACE, 0);
+	if (ns >= 0) {
+		bool same = fstat(ns, &st) == 0 &&
+			    st.st_dev == own_userns.dev &&
+			    st.st_ino == own_userns.ino;
+
+		close(ns);
+		return same;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if (stat(path, &st) < 0 || !procfs_pidfd_alive(pidfd))
+		return false;
+	return st.st_dev == own_userns.dev && st.st_ino == own_userns.ino;
+}
+
+/*
+ * The capabilities that count of the process pinned by pidfd, whose
+ * status said caps: those, when it is in the daemon's user namespace;
+ * none otherwise. A process in a user namespace of its own (unshare -U)
+ * holds every capability there and none over the host, yet its status
+ * shows them all: they are over its namespace, not ours.
+ */
+static uint64_t caps_that_count(int pidfd, pid_t pid, uint64_t caps)
+{
+	if (caps == 0 || !in_own_userns(pidfd, pid))
+		return 0;
+	return caps;
+}
+
 /*
  * The effective capabilities of the process on the other end of unix
  * socket fd, pinned by SO_PEERPIDFD: 0 when it cannot be pinned, is gone,
- * or is no longer the uid that connected (then its capabilities are not
- * the ones it connected with).
+ * is no longer the uid that connected (then its capabilities are not
+ * the ones it connected with), or is in another user namespace.
  */
 static uint64_t unix_peer_caps(int fd, const struct ucred *cred)
 {
@@ -92,6 +165,7 @@ static uint64_t unix_peer_caps(int fd, const struct ucred *cred)
 	if (status_creds(cred->pid, &euid, &egid, &caps, NULL, NULL) < 0 ||
 	    euid != cred->uid || !procfs_pidfd_alive(pidfd))
 		caps = 0;
+	caps = caps_that_count(pidfd, cred->pid, caps);
 	close(pidfd);
 	return caps;
 }
@@ -467,9 +541,10 @@ static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
 /*
  * Proves who holds the client's socket s: a process that has it open
  * and whose effective uid is its owner; its gid, groups and capabilities
- * are the requester's. Reads the process's credentials, then checks that it
- * still holds the socket (its pid was not reused meanwhile). 0, or -1
- * when nothing proves it.
+ * are the requester's, its capabilities only in the daemon's user
+ * namespace (caps_that_count()). Pins the process, reads its credentials,
+ * then checks that it still holds the socket and lives (its pid was not
+ * reused meanwhile). 0, or -1 when nothing proves it.
  */
 static int prove_holder(const struct diag_sock *s, struct peer *p)
 {
@@ -477,7 +552,7 @@ static int prove_holder(const struct diag_sock *s, struct peer *p)
 	uid_t euid;
 	gid_t egid;
 	pid_t pid;
-	int fdnum = -1, dir;
+	int fdnum = -1, dir, pidfd;
 	bool still;
 
 	/*
@@ -490,25 +565,36 @@ static int prove_holder(const struct diag_sock *s, struct peer *p)
 	     s->state != TCP_FIN_WAIT1_ && s->state != TCP_FIN_WAIT2_))
 		return -1;
 	pid = find_holder(s->inode, s->uid, &fdnum);
-	if (!pid ||
-	    status_creds(pid, &euid, &egid, &p->caps, p->groups, &p->ngroups) <
+	if (!pid)
+		return -1;
+	/* Pinned first: what is read next is of this process or of none. */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0)
+		return -1;
+	if (status_creds(pid, &euid, &egid, &p->caps, p->groups, &p->ngroups) <
 		    0 ||
 	    euid != s->uid)
-		return -1;
+		goto out_close;
+	p->caps = caps_that_count(pidfd, pid, p->caps);
 	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 	snprintf(want, sizeof(want), "socket:[%u]", (unsigned)s->inode);
 	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
-		return -1;
+		goto out_close;
 	snprintf(path, sizeof(path), "%d", fdnum);
-	still = holds_socket(dir, path, want);
+	still = holds_socket(dir, path, want) && procfs_pidfd_alive(pidfd);
 	close(dir);
 	if (!still)
-		return -1;
+		goto out_close;
+	close(pidfd);
 	p->uid = euid;
 	p->gid = egid;
 	p->pid = pid;
 	return 0;
+
+out_close:
+	close(pidfd);
+	return -1;
 }
 
 /*

@@ -13,6 +13,11 @@
  * root's; a state in which no process holds it; no process of its owner
  * holds it) is anonymous, and so is anyone else (another host, a socket
  * the kernel will not attribute). Nothing a client says counts.
+ *
+ * Capabilities count only when the peer is in the daemon's own user
+ * namespace: one in a namespace of its own holds them over that
+ * namespace, not over the host. Its uids, gids and groups count wherever
+ * it is, as the host sees them.
  */
 #ifndef SWD_PEER_H
 #define SWD_PEER_H
@@ -28,7 +33,8 @@ struct peer {
 	bool unix_socket;
 	uid_t uid;     /* its effective uid */
 	gid_t gid;     /* its effective gid */
-	uint64_t caps; /* its effective capabilities; 0 when unknown */
+	uint64_t caps; /* its effective capabilities over the host; 0 when
+			unknown or in another user namespace */
 	pid_t pid;     /* the process, when known; 0 otherwise */
 	int ngroups;
 	gid_t groups[PEER_MAX_GROUPS];

@@ -9,6 +9,10 @@
 
 #include <grp.h>
 #include <poll.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -38,6 +42,96 @@ static inline int sec_become(uid_t uid, gid_t gid, const gid_t *groups,
 	return 0;
 }
 
+/* Writes s to the file at path; 0 or -1. */
+static inline int sec_write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : write(fd, s, strlen(s));
+
+	if (fd >= 0)
+		close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/*
+ * Enters a user namespace of its own (plus the other namespaces of flags,
+ * CLONE_NEWNS), its uid and gid mapped to 0 there, as `unshare -Ur`
+ * makes one: the caller then holds every capability in it, and none over
+ * the host. 0 or -1.
+ */
+static inline int sec_enter_userns(int flags)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	char map[64];
+
+	/* A process that just left root is not dumpable: its /proc files
+	 * are root's, its own maps among them. */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) < 0 ||
+	    unshare(CLONE_NEWUSER | flags) < 0)
+		return -1;
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
+	if (sec_write_file("/proc/self/uid_map", map) < 0 ||
+	    sec_write_file("/proc/self/setgroups", "deny") < 0)
+		return -1;
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+	if (sec_write_file("/proc/self/gid_map", map) < 0)
+		return -1;
+	return setresuid(0, 0, 0) < 0 || setresgid(0, 0, 0) < 0 ? -1 : 0;
+}
+
+/*
+ * GETs target as HTTP/1.0 over the unix socket path, or over TCP to
+ * 127.0.0.1:port, as curl would: the server is not asked who it is (in
+ * a user namespace that does not map root, the daemon's socket shows as
+ * the overflow uid, and the CLI's client refuses it). The status in
+ * *status and the body in resp (its body malloc'd). 0 or -1.
+ */
+static inline int sec_raw_get(const char *path, int port, const char *target,
+			      int *status, struct http_response *resp)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct sockaddr_in in = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	size_t cap = 1 << 20, got = 0;
+	char *buf = malloc(cap + 1), req[1024], *body;
+	int fd =
+		socket(path ? AF_UNIX : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	if (!buf || fd < 0)
+		goto fail;
+	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path ? path : "");
+	if (path ? connect(fd, (struct sockaddr *)&un, sizeof(un))
+		 : connect(fd, (struct sockaddr *)&in, sizeof(in)))
+		goto fail;
+	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n",
+		 target);
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req))
+		goto fail;
+	while (got < cap && (n = read(fd, buf + got, cap - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	body = strstr(buf, "\r\n\r\n");
+	if (sscanf(buf, "HTTP/1.%*d %d", status) != 1 || !body)
+		goto fail;
+	body += 4;
+	resp->body_len = got - (size_t)(body - buf);
+	memmove(buf, body, resp->body_len + 1);
+	resp->body = buf;
+	close(fd);
+	return 0;
+fail:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* No user namespace of its own: sec_get_start_in()'s userns. */
+#define SEC_HOST_NS (-1)
+
 struct sec_answer {
 	int status; /* HTTP status, 0 when none came */
 	char body[65536];
@@ -52,13 +146,16 @@ struct sec_pending {
 /*
  * Starts a GET of target as uid/gid (plus groups), in a child: over TCP
  * at base_url, or over the unix socket path when unix_socket is not
- * NULL. The token, when not NULL, goes with it. Fork from the main thread
- * only (a child of a thread could inherit a lock another thread held).
+ * NULL. The token, when not NULL, goes with it. With userns not
+ * SEC_HOST_NS, the child asks from a user namespace of its own
+ * (sec_enter_userns(userns)). Fork from the main thread only (a child of
+ * a thread could inherit a lock another thread held).
  */
-static inline void sec_get_start(uid_t uid, gid_t gid, const gid_t *groups,
-				 size_t ngroups, const char *base_url,
-				 const char *unix_socket, const char *token,
-				 const char *target, struct sec_pending *pg)
+static inline void sec_get_start_in(int userns, uid_t uid, gid_t gid,
+				    const gid_t *groups, size_t ngroups,
+				    const char *base_url,
+				    const char *unix_socket, const char *token,
+				    const char *target, struct sec_pending *pg)
 {
 	int p[2];
 
@@ -75,13 +172,23 @@ static inline void sec_get_start(uid_t uid, gid_t gid, const gid_t *groups,
 		close(p[0]);
 		if (sec_become(uid, gid, groups, ngroups) < 0)
 			_exit(1);
+		if (userns != SEC_HOST_NS && sec_enter_userns(userns) < 0)
+			_exit(1);
 		http_opts_init(&o);
 		o.token = token;
 		o.unix_socket = unix_socket;
 		memset(&r, 0, sizeof(r));
-		if (http_get(unix_socket ? "http://localhost" : base_url,
-			     target, &o, &r) == 0)
+		if (userns != SEC_HOST_NS) {
+			const char *colon = strrchr(base_url, ':');
+
+			if (sec_raw_get(unix_socket,
+					colon ? atoi(colon + 1) : 0, target,
+					&status, &r) < 0)
+				status = 0;
+		} else if (http_get(unix_socket ? "http://localhost" : base_url,
+				    target, &o, &r) == 0) {
 			status = r.status;
+		}
 		(void)!write(p[1], &status, sizeof(status));
 		if (r.body)
 			(void)!write(p[1], r.body, r.body_len);
@@ -89,6 +196,16 @@ static inline void sec_get_start(uid_t uid, gid_t gid, const gid_t *groups,
 	}
 	close(p[1]);
 	pg->fd = p[0];
+}
+
+/* sec_get_start_in() from the host's user namespace. */
+static inline void sec_get_start(uid_t uid, gid_t gid, const gid_t *groups,
+				 size_t ngroups, const char *base_url,
+				 const char *unix_socket, const char *token,
+				 const char *target, struct sec_pending *pg)
+{
+	sec_get_start_in(SEC_HOST_NS, uid, gid, groups, ngroups, base_url,
+			 unix_socket, token, target, pg);
 }
 
 /* Waits for the GET of pg and reads its answer into a. */
