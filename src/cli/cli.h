@@ -29,6 +29,13 @@ enum {
 struct cli {
 	const char *url; /* the daemon's base URL */
 	/*
+	 * The user named url (--url, $STACKWATCH_URL): whoever answers
+	 * there is the user's choice. Otherwise url is the default, where
+	 * anyone may listen first, and its server must prove to be root or
+	 * the user (http.h's local_server) before anything is sent to it.
+	 */
+	bool url_given;
+	/*
 	 * With no --url (nor $STACKWATCH_URL): the daemon's unix socket when
 	 * there is one ($STACKWATCH_HTTP_SOCKET, this user's own daemon's,
 	 * /run/stackwatch/http.sock), where the daemon knows who asks; NULL

@@ -16,12 +16,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "http.h"
 #include "model/sockcheck.h"
+#include "model/sockdiag.h"
 #include "stackwatch.h"
 
 #define TOKEN_MAX 4096
@@ -134,6 +138,7 @@ void http_opts_init(struct http_opts *opts)
 	opts->max_body = HTTP_MAX_BODY;
 	opts->token = token && *token ? token : NULL;
 	opts->unix_socket = NULL;
+	opts->local_server = false;
 }
 
 void http_response_release(struct http_response *resp)
@@ -331,29 +336,81 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
 }
 
 /*
- * The server behind a unix socket is checked (model/sockcheck.h) once
- * libcurl has connected and before it sends the request, in the callback
- * libcurl documents for that moment (CURLOPT_PREREQFUNCTION, 7.80.0).
- * Connecting ourselves and handing libcurl a connected socket
- * (CURL_SOCKOPT_ALREADY_CONNECTED) is not an option: libcurl 7.88, that
- * of Debian 12, connects such a socket again and fails with EISCONN.
+ * The server is checked (model/sockcheck.h for a unix socket,
+ * model/sockdiag.h for TCP) once libcurl has connected and before it
+ * sends the request, in the callback libcurl documents for that moment
+ * (CURLOPT_PREREQFUNCTION, 7.80.0). Connecting ourselves and handing
+ * libcurl a connected socket (CURL_SOCKOPT_ALREADY_CONNECTED) is not an
+ * option: libcurl 7.88, that of Debian 12, connects such a socket again
+ * and fails with EISCONN.
  */
 #if LIBCURL_VERSION_NUM < 0x075000
 #error "libcurl 7.80.0 or later is needed (CURLOPT_PREREQFUNCTION)"
 #endif
 
-/* The unix socket's connection: its descriptor, and why it was dropped. */
-struct unix_conn {
-	curl_socket_t fd; /* the socket libcurl made, once it has */
+/* The connection to check: the handle, and why it was dropped. */
+struct server_check {
+	curl_socket_t fd; /* the unix socket libcurl made, once it has */
+	bool unix_socket; /* else TCP, with local_server */
 	int err;	  /* 0, or a negative errno: the request was not sent */
 	uid_t uid;	  /* the caller's effective uid */
 	uid_t peer;	  /* with err -EPERM: the server's uid */
+	bool remote;	  /* with err -EPERM: TCP, not to this host */
 };
 
-/* CURLOPT_SOCKOPTFUNCTION: notes the socket libcurl is about to connect. */
-static int unix_sockopt(void *arg, curl_socket_t fd, curlsocktype purpose)
+/* The socket address of ip (as libcurl prints it) and port, or -1. */
+static int address_of(const char *ip, int port, struct sockaddr_storage *ss)
 {
-	struct unix_conn *c = arg;
+	struct sockaddr_in *in = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!ip || port <= 0 || port > 65535)
+		return -1;
+	if (inet_pton(AF_INET, ip, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, ip, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		return 0;
+	}
+	return -1;
+}
+
+/*
+ * The owner of the server's end of the TCP connection from local_ip:
+ * local_port to server_ip:server_port, when the server is on a loopback
+ * address: 0 with *uid, -EPERM with c->remote for another host, or a
+ * negative errno when the kernel does not say.
+ */
+static int tcp_server_owner(struct server_check *c, const char *server_ip,
+			    int server_port, const char *local_ip,
+			    int local_port, uid_t *uid)
+{
+	struct sockaddr_storage local, server;
+	struct sockdiag_tcp ds;
+	int rc;
+
+	if (address_of(server_ip, server_port, &server) < 0 ||
+	    address_of(local_ip, local_port, &local) < 0)
+		return -EADDRNOTAVAIL;
+	if (!sockdiag_loopback(&server)) {
+		c->remote = true;
+		return -EPERM;
+	}
+	rc = sockdiag_tcp_socket(&server, &local, 1000, &ds);
+	if (rc == 0)
+		*uid = ds.uid;
+	return rc;
+}
+
+/* CURLOPT_SOCKOPTFUNCTION: notes the unix socket libcurl connects. */
+static int note_socket(void *arg, curl_socket_t fd, curlsocktype purpose)
+{
+	struct server_check *c = arg;
 
 	if (purpose == CURLSOCKTYPE_IPCXN)
 		c->fd = fd;
@@ -362,27 +419,35 @@ static int unix_sockopt(void *arg, curl_socket_t fd, curlsocktype purpose)
 
 /*
  * CURLOPT_PREREQFUNCTION: lets the request go only to a server that is
- * root or the caller (SO_PEERCRED of the connected socket); else aborts
- * the transfer, nothing sent, with c->err set.
+ * root or the caller (SO_PEERCRED of a unix socket; the socket
+ * diagnostics of a TCP one on this host, named by the connection's
+ * addresses libcurl gives); else aborts the transfer, nothing sent, with
+ * c->err set.
  */
-static int unix_prereq(void *arg, char *primary_ip, char *local_ip,
-		       int primary_port, int local_port)
+static int server_prereq(void *arg, char *primary_ip, char *local_ip,
+			 int primary_port, int local_port)
 {
-	struct unix_conn *c = arg;
+	struct server_check *c = arg;
 
-	(void)primary_ip;
-	(void)local_ip;
-	(void)primary_port;
-	(void)local_port;
-	c->err = c->fd == CURL_SOCKET_BAD
-			 ? -ENOTCONN
-			 : sockcheck_peer(c->fd, c->uid, &c->peer);
+	if (c->unix_socket) {
+		c->err = c->fd == CURL_SOCKET_BAD
+				 ? -ENOTCONN
+				 : sockcheck_peer(c->fd, c->uid, &c->peer);
+	} else {
+		c->err = tcp_server_owner(c, primary_ip, primary_port, local_ip,
+					  local_port, &c->peer);
+		if (c->err == 0 && c->peer != 0 && c->peer != c->uid)
+			c->err = -EPERM;
+	}
 	return c->err ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
 }
 
-/* Why unix_prereq() stopped the request, as http_get()'s code. */
-static int unix_fail(const struct unix_conn *c, struct http_response *resp)
+/* Why server_prereq() stopped the request, as http_get()'s code. */
+static int check_fail(const struct server_check *c, struct http_response *resp)
 {
+	if (c->err == -EPERM && c->remote)
+		return fail(resp, -EPERM,
+			    "it is not on this host: nothing was sent to it");
 	if (c->err == -EPERM)
 		return fail(resp, -EPERM,
 			    "its server runs as uid %u, not as root or as you "
@@ -449,7 +514,7 @@ int http_get(const char *base_url, const char *target,
 	struct http_opts defaults;
 	struct curl_slist *hdrs = NULL;
 	struct sink s = { 0 };
-	struct unix_conn uc = { .fd = CURL_SOCKET_BAD };
+	struct server_check sc = { .fd = CURL_SOCKET_BAD };
 	char *url = NULL, *noproxy = NULL;
 	const char *np;
 	long status = 0;
@@ -506,19 +571,25 @@ int http_get(const char *base_url, const char *target,
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
 	if (hdrs)
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	if (opts->unix_socket) {
-		uc.uid = geteuid();
-		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH,
-				 opts->unix_socket);
-		curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, unix_sockopt);
-		curl_easy_setopt(h, CURLOPT_SOCKOPTDATA, &uc);
-		curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, unix_prereq);
-		curl_easy_setopt(h, CURLOPT_PREREQDATA, &uc);
+	if (opts->unix_socket || opts->local_server) {
+		sc.uid = geteuid();
+		sc.unix_socket = opts->unix_socket != NULL;
+		if (opts->unix_socket) {
+			curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH,
+					 opts->unix_socket);
+			curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION,
+					 note_socket);
+			curl_easy_setopt(h, CURLOPT_SOCKOPTDATA, &sc);
+		} else { /* a proxy would be the server checked */
+			curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+		}
+		curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, server_prereq);
+		curl_easy_setopt(h, CURLOPT_PREREQDATA, &sc);
 	}
 	cc = curl_easy_perform(h);
 	if (cc) {
-		if (uc.err)
-			rc = unix_fail(&uc, resp);
+		if (sc.err)
+			rc = check_fail(&sc, resp);
 		else
 			rc = curl_fail(h, cc, errbuf, &s, opts, resp);
 		free(s.data);

@@ -10,6 +10,7 @@
 #ifndef SW_CLI_HTTP_H
 #define SW_CLI_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define HTTP_DEFAULT_TIMEOUT_MS 15000
@@ -26,6 +27,14 @@ struct http_opts {
 	 * (model/sockcheck.h).
 	 */
 	const char *unix_socket;
+	/*
+	 * Over TCP: the server must listen on a loopback address of this
+	 * host and be root or the caller, as the kernel's socket
+	 * diagnostics name the owner of its end of the connection
+	 * (model/sockdiag.h), checked before anything is sent. For a
+	 * daemon the user did not name: anyone may listen on a free port.
+	 */
+	bool local_server;
 };
 
 struct http_response {
@@ -62,8 +71,9 @@ void http_opts_init(struct http_opts *opts);
  * http_response_release(). On failure *resp holds no body and
  * resp->error says why; returns -EINVAL (bad URL, target or token),
  * -EHOSTUNREACH (name not resolved), -ECONNREFUSED and the like when no
- * connection was made, -EPERM when the unix socket's server is neither
- * root nor the caller (nothing was sent), -ETIMEDOUT, -ECONNRESET, SW_EFORMAT
+ * connection was made, -EPERM when the unix socket's server (or with
+ * local_server, the TCP server) is neither root nor the caller, or is
+ * not on this host (nothing was sent), -ETIMEDOUT, -ECONNRESET, SW_EFORMAT
  * for an answer that is not HTTP or is cut short, SW_ETOOBIG past the body cap,
  * or -ENOMEM. Thread-safe; does not raise SIGPIPE or SIGALRM.
  */

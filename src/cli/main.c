@@ -54,6 +54,7 @@ int main(int argc, char **argv)
 	if (i >= argc)
 		return cli_usage_error("no command given");
 	snprintf(cli.where, sizeof(cli.where), "%s", cli.url);
+	cli.url_given = url_given;
 	if (!url_given)
 		cli_find_socket(&cli, sock, sizeof(sock));
 

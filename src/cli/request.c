@@ -114,7 +114,7 @@ static void hint_answer(int rc, int status)
  * Prints the daemon's error answer (its reason, else the status line) and
  * what to do next. Returns the exit status it calls for.
  */
-static int report_error_answer(const struct cli *cli,
+static int report_error_answer(const char *where,
 			       const struct http_response *resp)
 {
 	char why[1024];
@@ -127,10 +127,10 @@ static int report_error_answer(const struct cli *cli,
 		cli_put_safe(stderr, why);
 		fputc('\n', stderr);
 	} else if (resp->status >= 400) {
-		cli_error("the daemon at %s answered %d %s", cli->where,
+		cli_error("the daemon at %s answered %d %s", where,
 			  resp->status, resp->reason);
 	} else {
-		cli_error("unexpected answer from %s: %d %s", cli->where,
+		cli_error("unexpected answer from %s: %d %s", where,
 			  resp->status, resp->reason);
 	}
 	hint_answer(rc, resp->status);
@@ -138,19 +138,31 @@ static int report_error_answer(const struct cli *cli,
 }
 
 /* Says that the daemon cannot be reached (why), and what to do next. */
-static void report_unreachable(const struct cli *cli, const char *why)
+static void report_unreachable(const char *where, const char *why)
 {
-	cli_error("cannot reach the daemon at %s: %s", cli->where, why);
+	cli_error("cannot reach the daemon at %s: %s", where, why);
 	cli_error("start it (systemctl start stackwatchd, or 'make run' in "
 		  "the source tree), name it with --url or "
 		  "STACKWATCH_HTTP_SOCKET, or read a process without it: "
 		  "stackwatch dump --local PID");
 }
 
+/*
+ * Says in one line that the server at where was not used (why, from
+ * http_get()): it is not root's nor the user's, or not on this host.
+ */
+static void report_refused(const char *where, const char *why)
+{
+	cli_error("not using the daemon at %s: %s; name the daemon with "
+		  "--url or STACKWATCH_HTTP_SOCKET",
+		  where, why);
+}
+
 int cli_get(const struct cli *cli, const char *target,
 	    struct http_response *resp)
 {
 	struct http_opts opts;
+	const char *where = cli->where;
 	char why[128];
 	int rc;
 
@@ -162,12 +174,26 @@ int cli_get(const struct cli *cli, const char *target,
 		return cli_usage_error("bad URL '%s': %s", cli->url, why);
 	http_opts_init(&opts);
 	opts.unix_socket = cli->unix_socket;
+	/* A URL of our own choosing: whoever got its port first answers. */
+	opts.local_server = !cli->url_given;
 	rc = http_get(cli->unix_socket ? "http://localhost" : cli->url, target,
 		      &opts, resp);
-	/* A socket left by a daemon that is gone: try TCP after all. */
+	/*
+	 * A socket left by a daemon that is gone: TCP at the default URL
+	 * instead, whose server must prove to be root or the user; never
+	 * with a token, which is not sent anywhere the user did not name.
+	 */
 	if (cli->unix_socket && (rc == -ECONNREFUSED || rc == -ENOENT)) {
+		if (opts.token) {
+			cli_error("the daemon socket %s does not answer (%s); "
+				  "with STACKWATCH_TOKEN set, %s is not "
+				  "tried instead: name the daemon with --url",
+				  cli->unix_socket, resp->error, cli->url);
+			return CLI_EREACH;
+		}
 		opts.unix_socket = NULL;
 		http_response_release(resp);
+		where = cli->url;
 		rc = http_get(cli->url, target, &opts, resp);
 	}
 	switch (rc) {
@@ -181,17 +207,20 @@ int cli_get(const struct cli *cli, const char *target,
 		return CLI_EDAEMON;
 	case SW_EFORMAT:
 	case SW_ETOOBIG:
-		cli_error("bad answer from %s: %s", cli->where, resp->error);
+		cli_error("bad answer from %s: %s", where, resp->error);
 		cli_error("check that it is a stackwatchd; name the daemon "
 			  "with --url");
 		return CLI_EREACH;
+	case -EPERM:
+		report_refused(where, resp->error);
+		return CLI_EREACH;
 	default:
-		report_unreachable(cli, resp->error);
+		report_unreachable(where, resp->error);
 		return CLI_EREACH;
 	}
 	if (resp->status >= 200 && resp->status < 300)
 		return CLI_OK;
-	rc = report_error_answer(cli, resp);
+	rc = report_error_answer(where, resp);
 	http_response_release(resp);
 	return rc;
 }

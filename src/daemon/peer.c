@@ -6,11 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/inet_diag.h>
-#include <linux/netlink.h>
-#include <linux/sock_diag.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +21,7 @@
 
 #include "model/clock.h"
 #include "model/procfs.h"
+#include "model/sockdiag.h"
 #include "peer.h"
 
 #define DIAG_TIMEOUT_MS 200
@@ -188,126 +185,6 @@ static int identify_unix(int fd, struct peer *p)
 	p->caps = unix_peer_caps(fd, &cred);
 	set_key_uid(p);
 	return 0;
-}
-
-static bool loopback(const struct sockaddr_storage *ss)
-{
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const struct sockaddr_in *)ss;
-
-		return (ntohl(s->sin_addr.s_addr) >> 24) == 127;
-	}
-	if (ss->ss_family == AF_INET6) {
-		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)ss;
-		const uint8_t *a = s->sin6_addr.s6_addr;
-
-		if (IN6_IS_ADDR_LOOPBACK(&s->sin6_addr))
-			return true;
-		return IN6_IS_ADDR_V4MAPPED(&s->sin6_addr) && a[12] == 127;
-	}
-	return false;
-}
-
-/* Copies a socket address into a diag id's address field (network order). */
-static void diag_addr(const struct sockaddr_storage *ss, __be32 out[4],
-		      __be16 *port)
-{
-	memset(out, 0, 4 * sizeof(__be32));
-	if (ss->ss_family == AF_INET) {
-		const struct sockaddr_in *s = (const struct sockaddr_in *)ss;
-
-		out[0] = s->sin_addr.s_addr;
-		*port = s->sin_port;
-	} else {
-		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)ss;
-
-		memcpy(out, &s->sin6_addr, 16);
-		*port = s->sin6_port;
-	}
-}
-
-/* What the kernel says of the client's own socket. */
-struct diag_sock {
-	uid_t uid;
-	uint32_t inode; /* 0: no file holds it (an orphan) */
-	uint8_t state;	/* TCP_ESTABLISHED ... */
-};
-
-/* The TCP states of a connection still open on the client's side. */
-#define TCP_ESTABLISHED_ 1
-#define TCP_FIN_WAIT1_ 4 /* half-closed by the client (shutdown) */
-#define TCP_FIN_WAIT2_ 5
-#define TCP_CLOSE_WAIT_ 8
-
-/*
- * Asks the kernel for the client's own socket (its local address and
- * port are the connection's remote ones): its owner, inode and state.
- * 0 with *out set, or a negative errno.
- */
-static int diag_owner(const struct sockaddr_storage *client,
-		      const struct sockaddr_storage *server,
-		      struct diag_sock *out)
-{
-	struct {
-		struct nlmsghdr nlh;
-		struct inet_diag_req_v2 req;
-	} msg;
-	struct sockaddr_nl nl = { .nl_family = AF_NETLINK };
-	char buf[8192];
-	struct pollfd pf;
-	ssize_t n;
-	int fd, rc = -ENOENT;
-
-	memset(&msg, 0, sizeof(msg));
-	msg.nlh.nlmsg_len = sizeof(msg);
-	msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	msg.nlh.nlmsg_flags = NLM_F_REQUEST;
-	msg.req.sdiag_family = (uint8_t)client->ss_family;
-	msg.req.sdiag_protocol = IPPROTO_TCP;
-	msg.req.idiag_states = ~0u;
-	diag_addr(client, msg.req.id.idiag_src, &msg.req.id.idiag_sport);
-	diag_addr(server, msg.req.id.idiag_dst, &msg.req.id.idiag_dport);
-	msg.req.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
-	msg.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-
-	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-	if (fd < 0)
-		return -errno;
-	if (sendto(fd, &msg, sizeof(msg), 0, (struct sockaddr *)&nl,
-		   sizeof(nl)) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	pf.fd = fd;
-	pf.events = POLLIN;
-	if (poll(&pf, 1, DIAG_TIMEOUT_MS) != 1) {
-		rc = -ETIMEDOUT;
-		goto out;
-	}
-	n = recv(fd, buf, sizeof(buf), 0);
-	if (n < 0) {
-		rc = -errno;
-		goto out;
-	}
-	for (struct nlmsghdr *h = (struct nlmsghdr *)buf;
-	     NLMSG_OK(h, (unsigned)n); h = NLMSG_NEXT(h, n)) {
-		const struct inet_diag_msg *m;
-
-		if (h->nlmsg_type == NLMSG_ERROR || h->nlmsg_type == NLMSG_DONE)
-			break;
-		if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
-		    h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
-			continue;
-		m = NLMSG_DATA(h);
-		out->uid = m->idiag_uid;
-		out->inode = m->idiag_inode;
-		out->state = m->idiag_state;
-		rc = 0;
-		break;
-	}
-out:
-	close(fd);
-	return rc;
 }
 
 /* Whether fd number fdnum of pid is the socket "socket:[inode]". */
@@ -546,7 +423,7 @@ static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
  * then checks that it still holds the socket and lives (its pid was not
  * reused meanwhile). 0, or -1 when nothing proves it.
  */
-static int prove_holder(const struct diag_sock *s, struct peer *p)
+static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 {
 	char path[64], want[40];
 	uid_t euid;
@@ -560,9 +437,10 @@ static int prove_holder(const struct diag_sock *s, struct peer *p)
 	 * what the kernel reports as root's; so is any socket in a state
 	 * where no process can hold it.
 	 */
-	if (s->inode == 0 ||
-	    (s->state != TCP_ESTABLISHED_ && s->state != TCP_CLOSE_WAIT_ &&
-	     s->state != TCP_FIN_WAIT1_ && s->state != TCP_FIN_WAIT2_))
+	if (s->inode == 0 || (s->state != SOCKDIAG_TCP_ESTABLISHED &&
+			      s->state != SOCKDIAG_TCP_CLOSE_WAIT &&
+			      s->state != SOCKDIAG_TCP_FIN_WAIT1 &&
+			      s->state != SOCKDIAG_TCP_FIN_WAIT2))
 		return -1;
 	pid = find_holder(s->inode, s->uid, &fdnum);
 	if (!pid)
@@ -602,7 +480,7 @@ out_close:
  * fd, into *ds; p->key gets the client's address. 0, or -1 when the
  * client is not on this host or the kernel does not say.
  */
-static int tcp_client(int fd, struct peer *p, struct diag_sock *ds)
+static int tcp_client(int fd, struct peer *p, struct sockdiag_tcp *ds)
 {
 	struct sockaddr_storage client = { 0 }, server = { 0 };
 	socklen_t clen = sizeof(client), slen = sizeof(server);
@@ -619,14 +497,15 @@ static int tcp_client(int fd, struct peer *p, struct diag_sock *ds)
 			  &((struct sockaddr_in6 *)&client)->sin6_addr, host,
 			  sizeof(host));
 	snprintf(p->key, sizeof(p->key), "address %s", host);
-	if (!loopback(&client) || diag_owner(&client, &server, ds) < 0)
+	if (!sockdiag_loopback(&client) ||
+	    sockdiag_tcp_socket(&client, &server, DIAG_TIMEOUT_MS, ds) < 0)
 		return -1;
 	return 0;
 }
 
 static int identify_tcp(int fd, struct peer *p)
 {
-	struct diag_sock ds;
+	struct sockdiag_tcp ds;
 
 	if (tcp_client(fd, p, &ds) < 0 || prove_holder(&ds, p) < 0) {
 		/* anonymous: nothing of what was read counts */
@@ -644,7 +523,7 @@ int peer_count_key(int fd, char *key, size_t size, bool *root)
 	struct sockaddr_storage ss = { 0 };
 	socklen_t len = sizeof(ss);
 	struct peer p = { 0 };
-	struct diag_sock ds;
+	struct sockdiag_tcp ds;
 
 	*root = false;
 	snprintf(key, size, "anonymous");
