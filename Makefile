@@ -241,7 +241,8 @@ $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 		$(BUILD)/fixtures/plain_target $(BUILD)/fixtures/lock_target \
 		$(BUILD)/fixtures/fragile_target $(BUILD)/fixtures/kread_target \
 		$(BUILD)/fixtures/intact $(BUILD)/fixtures/ran_target \
-		$(BUILD)/fixtures/fd_thief $(BUILD)/fixtures/forker: \
+		$(BUILD)/fixtures/fd_thief $(BUILD)/fixtures/forker \
+		$(BUILD)/fixtures/mixed_creds: \
 		$(BUILD)/fixtures/%: tests/fixtures/%.c tests/fixtures/agent_idle.h \
 		| $(DEPS_STAMP)
 	@mkdir -p $(@D)

@@ -336,6 +336,11 @@ class ProcessView {
     for (const c of p.deadlocks || []) sec.append(this.deadlockBox(c));
     if (p.lock_owners_unsupported) sec.append(el('p', { class: 'note locks-note' }, p.lock_owners_unsupported));
     if (p.jit_map_refused) sec.append(el('p', { class: 'note jit-note' }, p.jit_map_refused));
+    if (p.hidden_threads) {
+      const n = p.hidden_threads;
+      sec.append(el('p', { class: 'note hidden-note' },
+        `${n} thread${n === 1 ? '' : 's'} left out: ${n === 1 ? 'it has' : 'they have'} credentials of ${n === 1 ? 'its' : 'their'} own that you may not read.`));
+    }
     this.list = el('div', { class: 'groups' });
     this.buildGroups(FIRST_GROUPS);
     this.none = el('p', { class: 'note nomatch', hidden: true }, 'No group matches the filter.');

@@ -2,6 +2,7 @@
  * access.c - who may see what (access.h).
  */
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 
 #include "access.h"
 #include "procid.h"
+#include "render/group.h"
+#include "tcred.h"
 
 void access_init(struct access *a, const struct peer *p, bool token,
 		 gid_t admin_gid)
@@ -19,6 +22,15 @@ void access_init(struct access *a, const struct peer *p, bool token,
 		 (admin_gid != (gid_t)-1 && peer_in_group(p, admin_gid));
 	a->who.uid = p->known ? p->uid : (uid_t)-1;
 	a->who.priority = a->all;
+	a->kernel_stacks =
+		p->known &&
+		((p->caps & (1ull << CAP_SYS_ADMIN)) ||
+		 (admin_gid != (gid_t)-1 && peer_in_group(p, admin_gid)));
+}
+
+bool access_kernel_stacks(const struct access *a)
+{
+	return a->kernel_stacks;
 }
 
 /*
@@ -208,4 +220,107 @@ const char *access_unseen_why(const struct access *a, pid_t pid, char *buf,
 		snprintf(buf, size, "pid %d is not a process you may see",
 			 (int)pid);
 	return buf;
+}
+
+/*
+ * Which of d's marked threads a may read, into ok[i] for thread i (the
+ * unmarked ones are true): asked of the kernel under a's credentials,
+ * all at once; a marked thread of the past never.
+ */
+static void threads_allowed(const struct access *a, const struct sw_dump *d,
+			    bool past, bool *ok)
+{
+	struct ptracer_cred cred = { .uid = a->peer.uid,
+				     .gid = a->peer.gid,
+				     .caps = a->peer.caps };
+	struct ptracer_task *tasks = NULL;
+	size_t *at = NULL, n = 0;
+	bool *got = NULL;
+	int rc = 0;
+
+	for (size_t i = 0; i < d->nthreads; i++) {
+		ok[i] = a->all || !(d->threads[i].flags & SW_TF_OTHER_CREDS);
+		n += !ok[i];
+	}
+	if (!n || past || !a->peer.known)
+		return;
+	tasks = calloc(n, sizeof(*tasks));
+	at = calloc(n, sizeof(*at));
+	got = calloc(n, sizeof(*got));
+	if (!tasks || !at || !got)
+		goto out;
+	n = 0;
+	for (size_t i = 0; i < d->nthreads; i++) {
+		if (ok[i])
+			continue;
+		tasks[n].pid = d->pid;
+		tasks[n].tid = d->threads[i].tid;
+		at[n++] = i;
+	}
+	for (size_t i = 0; rc == 0 && i < n; i += PTRACER_CHECK_MAX) {
+		size_t k =
+			n - i < PTRACER_CHECK_MAX ? n - i : PTRACER_CHECK_MAX;
+
+		rc = ptracer_check(&cred, tasks + i, k, got + i);
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		ok[at[i]] = got[i];
+out:
+	free(tasks);
+	free(at);
+	free(got);
+}
+
+bool access_sees_thread(const struct access *a, const struct sw_dump *d,
+			const struct sw_thread *t, bool past)
+{
+	struct sw_dump one = *d;
+	bool ok = false;
+
+	if (a->all || !(t->flags & SW_TF_OTHER_CREDS))
+		return true;
+	one.nthreads = 1;
+	one.threads = (struct sw_thread *)t;
+	threads_allowed(a, &one, past, &ok);
+	return ok;
+}
+
+struct sdump *access_threads(const struct access *a, struct sdump *sd,
+			     bool past)
+{
+	struct sdump *v = NULL;
+	struct sw_dump *c = NULL;
+	size_t hidden = 0;
+	bool *ok;
+
+	if (a->all || !tcred_any(sd->d)) {
+		sdump_get(sd);
+		return sd;
+	}
+	ok = calloc(sd->d->nthreads ? sd->d->nthreads : 1, sizeof(*ok));
+	if (!ok)
+		return NULL;
+	threads_allowed(a, sd->d, past, ok);
+	for (size_t i = 0; i < sd->d->nthreads; i++)
+		hidden += !ok[i];
+	if (!hidden) {
+		free(ok);
+		sdump_get(sd);
+		return sd;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v || dump_clone_some(sd->d, ok, &c) < 0 || group_dump(c) < 0) {
+		sw_dump_free(c);
+		free(v);
+		free(ok);
+		return NULL;
+	}
+	c->hidden_threads += hidden;
+	atomic_init(&v->refs, 1);
+	v->d = c;
+	v->mono_ns = sd->mono_ns;
+	v->sched_ns = sd->sched_ns;
+	v->bytes = dump_bytes(c);
+	free(ok);
+	return v;
 }

@@ -32,11 +32,15 @@
 
 #include "peer.h"
 #include "ptracer.h"
+#include "history.h"
 #include "registry.h"
 
 struct access {
 	struct peer peer;
-	bool all;	  /* root, the admin group or the token */
+	bool all; /* root, the admin group or the token */
+	/* CAP_SYS_ADMIN over the host, or the admin group: the kernel's
+	 * own stacks of threads (/proc/PID/task/TID/stack). */
+	bool kernel_stacks;
 	struct asker who; /* whom reads are for (ptracer.h) */
 };
 
@@ -46,6 +50,13 @@ struct access {
  */
 void access_init(struct access *a, const struct peer *p, bool token,
 		 gid_t admin_gid);
+
+/*
+ * Whether a may read the kernel's stacks of threads: the kernel gives
+ * /proc/PID/task/TID/stack to CAP_SYS_ADMIN only, and so do we, and to
+ * the admin group. Everyone else gets the wait channel's one name.
+ */
+bool access_kernel_stacks(const struct access *a);
 
 /*
  * Whether a may see t now: t's process unchanged (else t is forgotten)
@@ -96,5 +107,31 @@ struct target *access_get_process(struct registry *reg, const struct access *a,
  */
 const char *access_unseen_why(const struct access *a, pid_t pid, char *buf,
 			      size_t size);
+
+/*
+ * Threads: the rule above is asked of a process as a whole, by one of
+ * its threads; a thread that keeps credentials of its own (tcred.h,
+ * marked SW_TF_OTHER_CREDS) is read by a only when the kernel's rule
+ * lets a read that thread itself. past says that the dump is not the
+ * target's read of now but a sample of its history, taken when the
+ * thread's credentials were what they were then: a marked thread of it
+ * is read only by those who see everything.
+ */
+
+/*
+ * Whether a may read thread t of d (d->pid's). Asks the helper for a
+ * marked thread that is not past. Blocks for one round trip at most.
+ */
+bool access_sees_thread(const struct access *a, const struct sw_dump *d,
+			const struct sw_thread *t, bool past);
+
+/*
+ * What of sd a may read: sd itself (a new reference) when a reads every
+ * thread of it, else a private copy (grouped anew) without the threads
+ * it may not, their number in hidden_threads. NULL on no memory. One
+ * round trip to the helper for all the marked threads at most.
+ */
+struct sdump *access_threads(const struct access *a, struct sdump *sd,
+			     bool past);
 
 #endif /* SWD_ACCESS_H */

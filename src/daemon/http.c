@@ -581,9 +581,20 @@ static void dump_seen(struct http *h, const struct access *acc,
 	if (ok)
 		access_sees_all(acc, ts, n, ok);
 	for (size_t i = 0; i < n; i++) {
+		struct sdump *v;
+
 		if (rcs[i] == REGISTRY_ECHANGED && n > 1)
 			rcs[i] = ACCESS_EHIDDEN;
-		if (rcs[i] != 0 || (ok && ok[i]))
+		if (rcs[i] == 0 && ok && ok[i]) {
+			/* Of the process, the threads it may read. */
+			v = access_threads(acc, sds[i], false);
+			sdump_put(sds[i]);
+			sds[i] = v;
+			if (!v)
+				rcs[i] = -ENOMEM;
+			continue;
+		}
+		if (rcs[i] != 0)
 			continue;
 		sdump_put(sds[i]);
 		sds[i] = NULL;
@@ -1323,7 +1334,7 @@ static enum MHD_Result handle_diff(struct http *h, struct MHD_Connection *c,
 	t = sampled_seen(h, c, acc, q.pid, &ret);
 	if (!t)
 		return ret;
-	rc = watch_diff(h->st, t, &acc->who, q.since, q.timeout_ms, &doc);
+	rc = watch_diff(h->st, t, acc, q.since, q.timeout_ms, &doc);
 	/* Checked again once read (access.h). */
 	if (rc == 0 && !access_sees(acc, t)) {
 		cJSON_Delete(doc);
@@ -1360,7 +1371,7 @@ static enum MHD_Result handle_profile(struct http *h, struct MHD_Connection *c,
 	t = sampled_seen(h, c, acc, q.pid, &ret);
 	if (!t)
 		return ret;
-	rc = rolling_profile(t, q.since, q.until, q.cpu, &doc);
+	rc = rolling_profile(t, acc, q.since, q.until, q.cpu, &doc);
 	if (rc == 0 && !access_sees(acc, t)) {
 		cJSON_Delete(doc);
 		target_put(t);

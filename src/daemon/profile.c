@@ -149,6 +149,11 @@ void profile_feed(struct profile_run *r, const struct target *t,
 			uint64_t key = (uint64_t)(uint32_t)d->pid << 32 |
 				       (uint32_t)th->tid;
 
+			/* Credentials of its own (tcred.h): read by
+			 * whoever sees everything only. The check that asks
+			 * the kernel would hold the scheduler's lock. */
+			if ((th->flags & SW_TF_OTHER_CREDS) && !r->all)
+				continue;
 			if (th->status != SW_ST_OK || th->group < 0 ||
 			    (size_t)th->group >= d->ngroups ||
 			    d->groups[th->group].rep >= d->nthreads)

@@ -30,6 +30,7 @@
 #include "model/procfs.h"
 #include "ran.h"
 #include "registry.h"
+#include "tcred.h"
 #include "model/wire.h"
 
 #define GRACE_MS 500 /* the agent's deadline plus this, for the answer */
@@ -120,6 +121,7 @@ void target_put(struct target *t)
 	pthread_mutex_destroy(&t->io_lock);
 	kept_free(t->kept);
 	ran_free(t->ran);
+	tcred_free(t->tcred);
 	free(t->rx);
 	free(t->cmdline);
 	free(t);
@@ -1544,6 +1546,11 @@ static int dump_raw(struct target *t, const struct asker *who, int timeout_ms,
 	gate_held(false); /* dump_agent_kernel() held it for both parts */
 	if (rc == 0)
 		rc = target_unchanged(t, NULL);
+	if (rc == 0) {
+		pthread_mutex_lock(&t->io_lock);
+		tcred_mark(&t->tcred, &t->id, t->pid, *out);
+		pthread_mutex_unlock(&t->io_lock);
+	}
 	if (rc < 0) {
 		sw_dump_free(*out);
 		*out = NULL;

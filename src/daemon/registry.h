@@ -69,6 +69,7 @@ struct target {
 	size_t rx_skip;	     /* bytes of a message given up on, still to come */
 	struct kept *kept;   /* the last kernel read's threads; under io_lock */
 	struct ran *ran;     /* the last sample's signal reads; under io_lock */
+	struct tcred *tcred; /* threads of other credentials; under io_lock */
 	struct target *next; /* registry list */
 };
 

@@ -13,6 +13,7 @@
 #include "model/clock.h"
 #include "render/group.h"
 #include "render/render.h"
+#include "access.h"
 #include "rolling.h"
 #include "stacks.h"
 
@@ -135,8 +136,8 @@ static int by_count(const void *a, const void *b)
 	return (x->count < y->count) - (x->count > y->count);
 }
 
-int rolling_profile(struct target *t, double since_s, double until_s, bool cpu,
-		    cJSON **out)
+int rolling_profile(struct target *t, const struct access *a, double since_s,
+		    double until_s, bool cpu, cJSON **out)
 {
 	uint64_t now = clock_now_ns(), total = 0;
 	uint64_t from = since_s * 1e9 < (double)now
@@ -153,6 +154,17 @@ int rolling_profile(struct target *t, double since_s, double until_s, bool cpu,
 
 	*out = NULL;
 	rc = stacks_history(t, from, to, &sds, &n);
+	/* Of each sample, the threads a may read (access.h). */
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct sdump *v = access_threads(a, sds[i], true);
+
+		if (!v)
+			rc = -ENOMEM;
+		else
+			sdump_put(sds[i]);
+		if (v)
+			sds[i] = v;
+	}
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		rc = add_sample(&rt, sds[i]->d, i ? sds[i - 1]->d : NULL, cpu,
 				&total);

@@ -23,10 +23,12 @@
  * with cpu the CPU time (unit "ms") each thread used between the sample
  * before and this one, given to its stack in this one (the first sample
  * of the window gives nothing). total is their sum. from and to are the
- * first and last sample's collected_at (absent with no sample). 0 or
- * -ENOMEM.
+ * first and last sample's collected_at (absent with no sample). Of each
+ * sample, the threads a may read (access_threads(), as past samples).
+ * 0 or -ENOMEM.
  */
-int rolling_profile(struct target *t, double since_s, double until_s, bool cpu,
-		    cJSON **out);
+struct access;
+int rolling_profile(struct target *t, const struct access *a, double since_s,
+		    double until_s, bool cpu, cJSON **out);
 
 #endif /* SWD_ROLLING_H */

@@ -68,9 +68,45 @@ static cJSON *kernel_frames(pid_t pid, pid_t tid)
 	return arr;
 }
 
+/*
+ * Whether a may read every thread of cycle c of d: a deadlock is shown
+ * whole or not at all.
+ */
+static bool cycle_seen(const struct access *a, const struct sw_dump *d,
+		       const struct lock_cycle *c)
+{
+	for (size_t k = 0; a && k < c->n; k++)
+		if (!access_sees_thread(a, d, &d->threads[c->threads[k]],
+					false))
+			return false;
+	return true;
+}
+
+/*
+ * The one name /proc/PID/task/TID/wchan gives for a thread asleep in the
+ * kernel: what anyone who may read the thread may know of where (the
+ * kernel's own stack is CAP_SYS_ADMIN's). NULL when there is none.
+ */
+static cJSON *wait_channel(pid_t pid, pid_t tid)
+{
+	char path[64], buf[128];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)pid,
+		 (int)tid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n <= 0 || (n == 1 && buf[0] == '0'))
+		return NULL;
+	buf[strcspn(buf, "\n")] = '\0';
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	return cJSON_CreateString(buf);
+}
+
 static void add_stuck(cJSON *arr, const struct target *t,
 		      const struct sw_dump *d, const struct stuck *st,
-		      const struct locks *l)
+		      const struct locks *l, const struct access *a)
 {
 	const struct sw_thread *th = &d->threads[st->thread];
 	cJSON *o = cJSON_CreateObject(), *k;
@@ -87,7 +123,8 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	cJSON_AddNumberToObject(o, "unchanged_s",
 				(double)(long)(th->unchanged_s * 10) / 10);
 	cJSON_AddStringToObject(o, "reason", st->reason);
-	if (l->w && l->w[st->thread].cycle >= 0) {
+	if (l->w && l->w[st->thread].cycle >= 0 &&
+	    cycle_seen(a, d, &l->cycles[l->w[st->thread].cycle])) {
 		const struct lock_cycle *c = &l->cycles[l->w[st->thread].cycle];
 		cJSON *dl = cJSON_AddObjectToObject(o, "deadlock");
 		cJSON *tids = dl ? cJSON_AddArrayToObject(dl, "threads") : NULL;
@@ -106,7 +143,12 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	}
 	cJSON_AddItemToObject(o, "frames", frames_of(d, th));
 	if (th->state == 'D') {
-		k = kernel_frames(t->pid, th->tid);
+		k = wait_channel(t->pid, th->tid);
+		if (k)
+			cJSON_AddItemToObject(o, "wchan", k);
+		k = !a || access_kernel_stacks(a)
+			    ? kernel_frames(t->pid, th->tid)
+			    : NULL;
 		if (k)
 			cJSON_AddItemToObject(o, "kernel_frames", k);
 	}
@@ -168,8 +210,12 @@ static cJSON *cycle_json(const struct target *t, const struct sw_dump *d,
  * Adds the stuck threads of the n targets ts to arr, and their deadlocks
  * to cycles; how many threads.
  */
+/*
+ * Adds the stuck threads of the n targets ts that a may read (NULL: all)
+ * to arr, and their deadlocks to cycles; how many threads.
+ */
 static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
-		       cJSON *arr, cJSON *cycles)
+		       const struct access *a, cJSON *arr, cJSON *cycles)
 {
 	size_t total = 0;
 
@@ -186,12 +232,19 @@ static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
 			dead = dead || strcmp(st[j].reason, "deadlock") == 0;
 		if (dead && locks_analyze(sd->d, &l) == 0)
 			for (size_t c = 0; c < l.ncycles; c++)
-				cJSON_AddItemToArray(
-					cycles, cycle_json(ts[i], sd->d, &l,
+				if (cycle_seen(a, sd->d, &l.cycles[c]))
+					cJSON_AddItemToArray(
+						cycles,
+						cycle_json(ts[i], sd->d, &l,
 							   &l.cycles[c]));
-		for (size_t j = 0; j < k; j++)
-			add_stuck(arr, ts[i], sd->d, &st[j], &l);
-		total += k;
+		for (size_t j = 0; j < k; j++) {
+			if (a && !access_sees_thread(
+					 a, sd->d,
+					 &sd->d->threads[st[j].thread], false))
+				continue;
+			add_stuck(arr, ts[i], sd->d, &st[j], &l, a);
+			total++;
+		}
 		locks_release(&l);
 		free(st);
 		sdump_put(sd);
@@ -218,7 +271,7 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 		cJSON_Delete(doc);
 		return rc;
 	}
-	total += stuck_of(s, ts, n, arr, cycles);
+	total += stuck_of(s, ts, n, a, arr, cycles);
 	registry_put_all(ts, n);
 	/* Sampled processes without the agent (--sample-ptrace) too. */
 	if (registry_list_ptraced(reg, &ts, &n) == 0) {
@@ -234,7 +287,7 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 				target_put(ts[i]);
 		}
 		free(ok);
-		total += stuck_of(s, ts, k, arr, cycles);
+		total += stuck_of(s, ts, k, a, arr, cycles);
 		registry_put_all(ts, k);
 	}
 	if (count)
@@ -366,7 +419,17 @@ static bool diff_groups(const struct sw_dump *a, const struct sw_dump *b,
 	return true;
 }
 
-int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
+/* *sd replaced by what a may read of it (access_threads()). */
+static int view(const struct access *a, struct sdump **sd, bool past)
+{
+	struct sdump *v = access_threads(a, *sd, past);
+
+	sdump_put(*sd);
+	*sd = v;
+	return v ? 0 : -ENOMEM;
+}
+
+int watch_diff(struct stacks *s, struct target *t, const struct access *a,
 	       double since_s, int timeout_ms, cJSON **out)
 {
 	struct sdump *now = NULL, *before;
@@ -375,13 +438,17 @@ int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
 	size_t same;
 	int rc;
 
-	rc = stacks_get(s, t, who, timeout_ms, &now);
+	rc = stacks_get(s, t, &a->who, timeout_ms, &now);
 	if (rc < 0)
 		return rc;
 	before = stacks_sample_before(t, now->mono_ns, since_s);
 	if (!before) {
 		sdump_put(now);
 		return -ENOENT;
+	}
+	if (view(a, &now, false) < 0 || view(a, &before, true) < 0) {
+		rc = -ENOMEM;
+		goto out;
 	}
 	doc = cJSON_CreateObject();
 	if (!doc) {

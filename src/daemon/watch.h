@@ -24,11 +24,12 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
 
 /*
  * The diff of t between the sample at least since_s old and a current
- * dump (stacks_get for who with timeout_ms), with "groups": the groups
- * whose count changed. Returns 0, -ENOENT when no sample is that old,
- * or the dump's error.
+ * dump (stacks_get for a's asker with timeout_ms), with "groups": the
+ * groups whose count changed; of each, the threads a may read
+ * (access_threads()). Returns 0, -ENOENT when no sample is that old,
+ * -ENOMEM, or the dump's error.
  */
-int watch_diff(struct stacks *s, struct target *t, const struct asker *who,
+int watch_diff(struct stacks *s, struct target *t, const struct access *a,
 	       double since_s, int timeout_ms, cJSON **out);
 
 /*

@@ -272,6 +272,7 @@ int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out)
 	c->core_signal = d->core_signal;
 	c->core_cut_size = d->core_cut_size;
 	c->core_cut_need = d->core_cut_need;
+	c->hidden_threads = d->hidden_threads;
 	c->threads = calloc(d->nthreads ? d->nthreads : 1, sizeof(*c->threads));
 	c->modules = calloc(d->nmodules ? d->nmodules : 1, sizeof(*c->modules));
 	if (!c->threads || !c->modules)
@@ -402,6 +403,108 @@ void dump_compact(struct sw_dump *d)
 out_free:
 	mem_free(mem);
 	free(kept);
+}
+
+/* A copy of d's lock names into c. 0 or -ENOMEM. */
+static int clone_addr_names(const struct sw_dump *d, struct sw_dump *c)
+{
+	bool oom = false;
+
+	if (!d->naddr_names)
+		return 0;
+	c->addr_names = calloc(d->naddr_names, sizeof(*c->addr_names));
+	if (!c->addr_names)
+		return -ENOMEM;
+	c->naddr_names = d->naddr_names;
+	for (size_t i = 0; i < d->naddr_names; i++) {
+		c->addr_names[i] = d->addr_names[i];
+		c->addr_names[i].name =
+			dup_or_null(d->addr_names[i].name, &oom);
+	}
+	return oom ? -ENOMEM : 0;
+}
+
+/*
+ * The thread whose frames stand for d's thread i: itself, or in a
+ * compacted dump its group's representative; *g gets its group (-1).
+ */
+static const struct sw_thread *frames_of(const struct sw_dump *d, size_t i,
+					 int *g)
+{
+	const struct sw_thread *t = &d->threads[i];
+
+	*g = t->group >= 0 && (size_t)t->group < d->ngroups &&
+			     d->groups[t->group].rep < d->nthreads
+		     ? t->group
+		     : -1;
+	if (!t->nframes && *g >= 0)
+		return &d->threads[d->groups[*g].rep];
+	return t;
+}
+
+int dump_clone_some(const struct sw_dump *d, const bool *keep,
+		    struct sw_dump **out)
+{
+	/* NOLINTNEXTLINE(bugprone-sizeof-expression): pointers */
+	struct sw_frame **shared =
+		calloc(d->ngroups ? d->ngroups : 1, sizeof(struct sw_frame *));
+	size_t *src = calloc(d->nthreads ? d->nthreads : 1, sizeof(*src));
+	struct sw_dump *c = NULL;
+	bool oom = false;
+	size_t k = 0;
+
+	if (!shared || !src || dump_clone_raw(d, &c) < 0)
+		goto fail;
+	/* The threads left out go first: c then holds only the rest. */
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *u = &c->threads[i];
+
+		if (!keep[i]) {
+			free(u->ips);
+			free(u->error);
+			free(u->wait);
+			continue;
+		}
+		src[k] = i;
+		c->threads[k++] = *u;
+	}
+	c->nthreads = k;
+	c->symbolized = d->symbolized;
+	c->symbols_partial = d->symbols_partial;
+	c->jit_map_refused = dup_or_null(d->jit_map_refused, &oom);
+	c->glibc_minor = d->glibc_minor;
+	c->glibc_static = d->glibc_static;
+	if (oom || clone_addr_names(d, c) < 0)
+		goto fail;
+	/* One copy of each group's frames, shared by its members. */
+	for (size_t j = 0; j < k; j++) {
+		struct sw_thread *u = &c->threads[j];
+		int g;
+		const struct sw_thread *from = frames_of(d, src[j], &g);
+		bool rep = g >= 0 && from == &d->threads[d->groups[g].rep];
+
+		if (!from->nframes)
+			continue;
+		if (rep && shared[g]) {
+			u->frames = shared[g];
+		} else {
+			u->frames = copy_frames(&c->mem, from);
+			if (!u->frames)
+				goto fail;
+			if (rep)
+				shared[g] = u->frames;
+		}
+		u->nframes = from->nframes;
+	}
+	free(shared);
+	free(src);
+	*out = c;
+	return 0;
+fail:
+	sw_dump_free(c);
+	free(shared);
+	free(src);
+	return -ENOMEM;
 }
 
 void sw_dump_free(struct sw_dump *d)

@@ -200,6 +200,9 @@ struct sw_dump {
 	 * file's size, below core_cut_need: the core was cut short). */
 	struct sw_core_signal core_signal;
 	uint64_t core_cut_size, core_cut_need;
+	/* Threads left out of this copy: the requester may not read them
+	 * (JSON "hidden_threads"; daemon/tcred.h). */
+	size_t hidden_threads;
 	size_t nthreads;
 	struct sw_thread *threads;
 	size_t nmodules;
@@ -275,6 +278,16 @@ int dump_find_module(const struct sw_dump *d, uint64_t ip);
  * Returns 0 or -ENOMEM.
  */
 int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out);
+
+/*
+ * A copy of d with only the threads whose keep[i] is set: the raw part
+ * as dump_clone_raw() has it, and each thread's frames (its own, or its
+ * group's representative's in a compacted dump) with their strings in
+ * the copy's memory. The copy has no groups (render/group.h makes them)
+ * and no lock names. *out is freed with sw_dump_free(). 0 or -ENOMEM.
+ */
+int dump_clone_some(const struct sw_dump *d, const bool *keep,
+		    struct sw_dump **out);
 
 /*
  * Drops the frames of every thread that does not stand for its group:

@@ -28,5 +28,7 @@
 #define SW_TF_REUSED 0x80     /* not run since the last read: its stack kept */
 #define SW_TF_STACK_CUT 0x100 /* its stack copy stopped short of its end */
 #define SW_TF_DUMPER 0x200    /* the thread that took the dump: the agent's */
+/* Credentials the process's own may not read (daemon/tcred.h). */
+#define SW_TF_OTHER_CREDS 0x400
 
 #endif /* SW_LIMITS_H */

@@ -802,6 +802,8 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	       add_int(o, "timeout_ms", d->timeout_ms) &&
 	       add_uint(o, "threads_total", d->nthreads) &&
 	       add_uint(o, "threads_ok", nok) &&
+	       (!d->hidden_threads ||
+		add_uint(o, "hidden_threads", d->hidden_threads)) &&
 	       add_str(o, "method", dump_method_name(d->method)) &&
 	       add_item(o, "methods", methods_json(d)) &&
 	       (d->method != SW_METHOD_PTRACE ||

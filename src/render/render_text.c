@@ -517,6 +517,13 @@ int render_text(const struct sw_dump *d, char **out)
 	else if (d->method == SW_METHOD_CORE)
 		put_core(&o, d);
 	put_methods(&o, d);
+	if (d->hidden_threads)
+		put(&o,
+		    "(%zu thread%s left out: %s credentials of %s own that "
+		    "you may not read)\n",
+		    d->hidden_threads, plural(d->hidden_threads),
+		    d->hidden_threads == 1 ? "it has" : "they have",
+		    d->hidden_threads == 1 ? "its" : "their");
 	if (d->symbols_partial)
 		put(&o, "(symbolizing stopped at its time budget: some frames "
 			"are addresses only)\n");

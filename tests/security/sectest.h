@@ -42,6 +42,22 @@ static inline int sec_become(uid_t uid, gid_t gid, const gid_t *groups,
 	return 0;
 }
 
+/*
+ * fmt (a path with one "%d") for pid into buf: the paths a test walks
+ * are data, and a format that is not a literal is not checked.
+ */
+static inline void sec_path_pid(char *buf, size_t size, const char *fmt,
+				pid_t pid)
+{
+	const char *at = strstr(fmt, "%d");
+
+	if (!at) {
+		snprintf(buf, size, "%s", fmt);
+		return;
+	}
+	snprintf(buf, size, "%.*s%d%s", (int)(at - fmt), fmt, (int)pid, at + 2);
+}
+
 /* Writes s to the file at path; 0 or -1. */
 static inline int sec_write_file(const char *path, const char *s)
 {

@@ -73,14 +73,6 @@ static void get_in_ns(const struct setup *s, int flags, bool unix_socket,
 	sec_get_finish(&pg, a);
 }
 
-/* A path of by_pid[] for pid. */
-static void format_pid(char *buf, size_t size, const char *fmt, pid_t pid)
-{
-	const char *at = strstr(fmt, "%d");
-
-	snprintf(buf, size, "%.*s%d%s", (int)(at - fmt), fmt, (int)pid, at + 2);
-}
-
 /* The paths of one process that must be 404 for nobody. */
 static const char *const by_pid[] = {
 	"/api/v1/stacks?pid=%d",
@@ -106,7 +98,7 @@ static void check_ns(const struct setup *s, int flags, bool unix_socket,
 
 	for (size_t i = 0; i < sizeof(by_pid) / sizeof(by_pid[0]); i++)
 		for (int k = 0; k < 2; k++) {
-			format_pid(path, sizeof(path), by_pid[i], pids[k]);
+			sec_path_pid(path, sizeof(path), by_pid[i], pids[k]);
 			if (k == 1 && strstr(path, "diff"))
 				continue; /* no history without the agent */
 			get_in_ns(s, flags, unix_socket, path, a);
