@@ -40,14 +40,25 @@ static void print_deadlock(const cJSON *th)
 	putchar('\n');
 }
 
-/* The kernel's frames of a thread in state D: "kernel: a < b < c". */
+/*
+ * The kernel's frames of a thread in state D: "kernel: a < b < c"; when
+ * the daemon shows them not (they are CAP_SYS_ADMIN's), where it waits:
+ * "waits in the kernel in NAME".
+ */
 static void print_kernel(const cJSON *th)
 {
 	const cJSON *k = cli_json_array(th, "kernel_frames"), *f;
+	const char *wchan = cli_json_string(th, "wchan");
 	const char *sep = "";
 
-	if (!k || cJSON_GetArraySize(k) == 0)
+	if (!k || cJSON_GetArraySize(k) == 0) {
+		if (wchan && *wchan) {
+			fputs("    waits in the kernel in ", stdout);
+			cli_put_safe(stdout, wchan);
+			putchar('\n');
+		}
 		return;
+	}
 	fputs("    kernel: ", stdout);
 	cJSON_ArrayForEach(f, k)
 	{
