@@ -18,6 +18,7 @@
 #include "model/procfs.h"
 #include "jitcache.h"
 #include "jitmap.h"
+#include "modopen.h"
 #include "perfmap.h"
 
 /* Gives the map held back; the target holds none after. */
@@ -39,18 +40,23 @@ static bool still_too_big(const struct jitmap *jm, const struct stat *st)
 /* Makes jm hold the target's current map (or none, and say why). */
 static void refresh(struct jitmap *jm, pid_t pid, uid_t uid)
 {
-	char path[96];
+	char root[48], path[48];
 	struct stat st;
 	bool too_big;
 	int fd, rc;
 
-	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)pid,
+	/*
+	 * The target's own /tmp, through no symlink, and opened only once
+	 * it is known to be a regular file (modopen.h): a device bound over
+	 * the map's name in the target's mount namespace is never opened.
+	 */
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+	snprintf(path, sizeof(path), "tmp/perf-%d.map",
 		 (int)procfs_inner_pid(pid));
-	fd = open(path,
-		  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_uid != uid) {
-		jm->refused = fd >= 0;
+	memset(&st, 0, sizeof(st));
+	fd = modopen_in_root(root, path, &st);
+	if (fd < 0 || st.st_uid != uid) {
+		jm->refused = fd >= 0 || (fd != -ENOENT && st.st_mode);
 		jm->over_limit = false;
 		if (fd >= 0)
 			close(fd);

@@ -16,9 +16,11 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* 0 when st is a regular file we may read, else a negative errno. */
@@ -33,25 +35,12 @@ static int check_stat(const struct stat *st)
 	return 0;
 }
 
-/*
- * Opens for reading the regular file that pfd (an O_PATH descriptor)
- * reaches. Without /proc (no /proc/self/fd), path is opened again
- * instead, never following a final symlink unless follow, and must be
- * the same inode as pfd's: a file swapped in between is refused after
- * an open that O_NONBLOCK keeps from blocking.
- */
-static int reopen(int pfd, const char *path, bool follow,
-		  const struct stat *pst)
+/* The open file reopen() made of fd: checked against pst, else closed. */
+static int checked(int fd, const struct stat *pst)
 {
-	char self[40];
 	struct stat st;
-	int fd, err;
+	int err;
 
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0 && errno == ENOENT)
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
-					(follow ? 0 : O_NOFOLLOW));
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
@@ -69,6 +58,36 @@ static int reopen(int pfd, const char *path, bool follow,
 out_close:
 	close(fd);
 	return err;
+}
+
+/* Opens for reading what pfd (O_PATH) reaches, through /proc/self/fd. */
+static int reopen_fd(int pfd, const struct stat *pst)
+{
+	char self[40];
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	return checked(open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK), pst);
+}
+
+/*
+ * Opens for reading the regular file that pfd (an O_PATH descriptor)
+ * reaches. Without /proc (no /proc/self/fd), path is opened again
+ * instead, never following a final symlink unless follow, and must be
+ * the same inode as pfd's: a file swapped in between is refused after
+ * an open that O_NONBLOCK keeps from blocking.
+ */
+static int reopen(int pfd, const char *path, bool follow,
+		  const struct stat *pst)
+{
+	char self[40];
+	int fd;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK |
+					(follow ? 0 : O_NOFOLLOW));
+	return checked(fd, pst);
 }
 
 int modopen_file(const char *path, unsigned flags)
@@ -111,5 +130,48 @@ int modopen_resolved(const char *path, char **real)
 		return fd;
 	}
 	free(res);
+	return fd;
+}
+
+/*
+ * path below root, resolved as the process whose root it is would, and
+ * no further: never out of it (RESOLVE_IN_ROOT: "..", an absolute name
+ * stay inside), through no symlink at all, magic or not. O_PATH: only the
+ * inode is reached. Without openat2(2) (before Linux 5.6), root's path
+ * and path joined, no final symlink followed.
+ */
+static int path_in_root(const char *root, const char *path)
+{
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+				.resolve = RESOLVE_IN_ROOT |
+					   RESOLVE_NO_SYMLINKS |
+					   RESOLVE_NO_MAGICLINKS };
+	char joined[512];
+	int rfd, fd;
+
+	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return -errno;
+	fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS) {
+		snprintf(joined, sizeof(joined), "%s/%s", root, path);
+		fd = open(joined, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	}
+	fd = fd < 0 ? -errno : fd;
+	close(rfd);
+	return fd;
+}
+
+int modopen_in_root(const char *root, const char *path, struct stat *st)
+{
+	int pfd = path_in_root(root, path), fd;
+
+	if (pfd < 0)
+		return pfd;
+	if (fstat(pfd, st) < 0)
+		fd = -errno;
+	else if ((fd = check_stat(st)) == 0)
+		fd = reopen_fd(pfd, st);
+	close(pfd);
 	return fd;
 }

@@ -51,8 +51,8 @@ static void stuck_as(const struct itest_daemon *d, uid_t uid, const gid_t *g,
 	s->kframes = -1;
 	if (!a)
 		return;
-	sec_get_as(uid, uid, g, ng, d->url, d->http_sock, NULL,
-		   "/api/v1/stuck", a);
+	sec_get_as(uid, uid, g, ng, d->url, d->http_sock, NULL, "/api/v1/stuck",
+		   a);
 	doc = cJSON_Parse(a->body);
 	e = entry_of(doc, pid, "vforker");
 	if (e) {
@@ -71,9 +71,12 @@ static void stuck_as(const struct itest_daemon *d, uid_t uid, const gid_t *g,
 
 int main(void)
 {
-	static const char *const args[] = { "--sample-interval", "200",
-					    "--stuck-after",	 "1",
-					    "--admin-group",	 ADMIN_GROUP,
+	static const char *const args[] = { "--sample-interval",
+					    "200",
+					    "--stuck-after",
+					    "1",
+					    "--admin-group",
+					    ADMIN_GROUP,
 					    NULL };
 	char fixture[256], watch[] = "watch", vf[] = "vfork", cmd[768];
 	char out[4096] = "";
@@ -114,8 +117,7 @@ int main(void)
 	     itest_now_ms() < end && root.kframes <= 0; itest_sleep_ms(100))
 		stuck_as(&d, 0, NULL, 0, pid, &root);
 	TAP_OK(root.found && root.kframes > 0,
-	       "root sees the vfork parent's kernel frames (%d)",
-	       root.kframes);
+	       "root sees the vfork parent's kernel frames (%d)", root.kframes);
 	TAP_OK(root.wchan[0], "and its wait channel (%s)", root.wchan);
 	stuck_as(&d, SEC_NOBODY, NULL, 0, pid, &nobody);
 	TAP_OK(nobody.found && nobody.kframes == -1,
