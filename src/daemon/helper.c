@@ -27,6 +27,7 @@
 
 #include "kread/ksnap.h"
 #include "kread/perfsample.h"
+#include "model/procfs.h"
 #include "log.h"
 #include "model/clock.h"
 #include "ptracer_msg.h"
@@ -54,10 +55,10 @@ static struct helper_status kr_status;
 
 /*
  * Receives one request into buf (MAX_REQUEST bytes). Returns 1 with the
- * request and *answer_fd, 0 for a malformed one (skipped), -1 when the
- * daemon is gone.
+ * request, *answer_fd and, for a snapshot, *pinned (the process's pidfd,
+ * or -1), 0 for a malformed one (skipped), -1 when the daemon is gone.
  */
-static int recv_request(int fd, uint8_t *buf, int *answer_fd)
+static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
 {
 	char ctrl[CMSG_SPACE(sizeof(int)) * 4];
 	struct iovec io = { buf, MAX_REQUEST };
@@ -69,6 +70,7 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd)
 	ssize_t n;
 
 	*answer_fd = -1;
+	*pinned = -1;
 	do
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
@@ -88,6 +90,8 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd)
 			       sizeof(int));
 			if (*answer_fd < 0)
 				*answer_fd = got;
+			else if (*pinned < 0)
+				*pinned = got;
 			else
 				close(got);
 		}
@@ -110,8 +114,15 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd)
 	     rq.kind != REQ_STATUS)) {
 		if (*answer_fd >= 0)
 			close(*answer_fd);
+		if (*pinned >= 0)
+			close(*pinned);
 		*answer_fd = -1;
+		*pinned = -1;
 		return 0; /* malformed: skipped */
+	}
+	if (rq.kind != REQ_SNAPSHOT && *pinned >= 0) {
+		close(*pinned);
+		*pinned = -1;
 	}
 	return 1;
 }
@@ -157,7 +168,8 @@ static int take(const struct request *rq, const struct request_same *same,
 
 /* Starts the snapshot of rq in a child that exits when done. */
 static void start_snapshot(int ctl, const struct request *rq,
-			   const struct request_same *same, int answer_fd)
+			   const struct request_same *same, int answer_fd,
+			   int pinned)
 {
 	uint64_t now = clock_now_ns();
 	struct child *slot = NULL;
@@ -199,9 +211,17 @@ static void start_snapshot(int ctl, const struct request *rq,
 			   sizeof(int));
 		if (!kr && (rq->flags & REQF_KERNEL_ONLY))
 			r = -EOPNOTSUPP;
+		else if (pinned >= 0 && !procfs_pidfd_alive(pinned))
+			r = -ESRCH; /* its pid may be another's by now */
 		else
 			r = take(rq, same, (int)(slot - children), (int)left_ms,
 				 &s);
+		/* Of the process the daemon pinned, or of none. */
+		if (r == 0 && snap_keep_pinned(s, rq->pid, pinned) < 0) {
+			snap_free(s);
+			s = NULL;
+			r = -ESRCH;
+		}
 		snap_write(answer_fd, r, s);
 		_exit(0);
 	}
@@ -450,7 +470,7 @@ int ptracer_main(int fd, bool kernel_reads)
 				       { .fd = sfd, .events = POLLIN } };
 		struct signalfd_siginfo si;
 		struct request rq;
-		int answer_fd, r;
+		int answer_fd, pinned, r;
 
 		r = poll(p, 2, next_deadline_ms());
 		if (r < 0 && errno != EINTR)
@@ -460,7 +480,7 @@ int ptracer_main(int fd, bool kernel_reads)
 		tend_children();
 		if (r <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		r = recv_request(fd, buf, &answer_fd);
+		r = recv_request(fd, buf, &answer_fd, &pinned);
 		if (r < 0)
 			break;
 		if (r == 0)
@@ -471,7 +491,7 @@ int ptracer_main(int fd, bool kernel_reads)
 			start_snapshot(
 				fd, &rq,
 				(const struct request_same *)(buf + sizeof(rq)),
-				answer_fd);
+				answer_fd, pinned);
 		} else if (rq.kind == REQ_STATUS)
 			(void)!write(answer_fd, &kr_status, sizeof(kr_status));
 		else
@@ -479,6 +499,8 @@ int ptracer_main(int fd, bool kernel_reads)
 			      (const struct request_task *)(buf + sizeof(rq)),
 			      answer_fd);
 		close(answer_fd);
+		if (pinned >= 0)
+			close(pinned);
 	}
 	/* The daemon is gone: so are our children (PR_SET_PDEATHSIG). */
 	kread_close(kr);

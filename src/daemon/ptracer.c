@@ -351,23 +351,25 @@ static void end_turn(const struct asker *who)
 
 /* Sends one request (hdr, then len bytes of body) with fd attached. */
 static int send_request(const struct request *rq, const void *body, size_t len,
-			int fd)
+			int fd, int pinned)
 {
-	char ctrl[CMSG_SPACE(sizeof(int))];
+	char ctrl[CMSG_SPACE(2 * sizeof(int))];
+	int fds[2] = { fd, pinned };
+	size_t nfds = pinned >= 0 ? 2 : 1;
 	struct iovec io[2] = { { (void *)rq, sizeof(*rq) },
 			       { (void *)body, len } };
 	struct msghdr mh = { .msg_iov = io,
 			     .msg_iovlen = len ? 2 : 1,
 			     .msg_control = ctrl,
-			     .msg_controllen = sizeof(ctrl) };
+			     .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
 	struct cmsghdr *c;
 
 	memset(ctrl, 0, sizeof(ctrl));
 	c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
 	for (;;) {
 		ssize_t n = sendmsg(ctl_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 
@@ -391,10 +393,14 @@ static int open_mapped(void *arg, uint64_t start, const char *path)
 
 static int read_exactly(int fd, void *buf, size_t n, uint64_t deadline_ns);
 
-/* The helper's snapshot of pid, taken in who's turn, into *out. */
-static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
-		    uint32_t flags, const struct ptracer_same *same,
-		    size_t nsame, struct snap **out)
+/*
+ * The helper's snapshot of pid, taken in who's turn, into *out: of the
+ * process pinned by pidfd (given to the helper; -1: none), or -ESRCH.
+ */
+static int snapshot(pid_t pid, int pidfd, const struct asker *who,
+		    uint64_t deadline_ns, uint32_t flags,
+		    const struct ptracer_same *same, size_t nsame,
+		    struct snap **out)
 {
 	struct request_same *body = NULL;
 	struct request rq = { .magic = PTRACER_MAGIC,
@@ -431,7 +437,7 @@ static int snapshot(pid_t pid, const struct asker *who, uint64_t deadline_ns,
 		body[i].wait_op = same[i].wait_op;
 	}
 	rq.n = body ? (uint32_t)nsame : 0;
-	rc = send_request(&rq, body, rq.n * sizeof(*body), sv[1]);
+	rc = send_request(&rq, body, rq.n * sizeof(*body), sv[1], pidfd);
 	free(body);
 	close(sv[1]);
 	if (rc == 0 && kernel)
@@ -463,7 +469,7 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 		return PTRACER_EGONE;
 	if (timeout_ms < 1 || timeout_ms > PTRACER_MAX_MS)
 		return -EINVAL;
-	rc = snapshot(pid, who,
+	rc = snapshot(pid, pidfd, who,
 		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, flags,
 		      same, nsame, &s);
 	if (rc == SNAP_ETRACED && s)
@@ -552,7 +558,7 @@ int ptracer_kernel_status(char *why, size_t size)
 	} else if (kread_err == 1) {
 		rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
 		if (rc == 0) {
-			rc = send_request(&rq, NULL, 0, sv[1]);
+			rc = send_request(&rq, NULL, 0, sv[1], -1);
 			close(sv[1]);
 			if (rc == 0)
 				rc = read_exactly(sv[0], &hs, sizeof(hs),
@@ -662,7 +668,7 @@ int ptracer_check(const struct ptracer_cred *cred,
 	rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ? -errno
 									: 0;
 	if (rc == 0) {
-		rc = send_request(&rq, body, n * sizeof(*body), sv[1]);
+		rc = send_request(&rq, body, n * sizeof(*body), sv[1], -1);
 		close(sv[1]);
 		if (rc == 0)
 			rc = read_exactly(sv[0], answer, n, rq.deadline_ns);

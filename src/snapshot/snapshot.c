@@ -1113,6 +1113,34 @@ void snap_free(struct snap *s)
 	free(s);
 }
 
+int snap_keep_pinned(struct snap *s, pid_t pid, int pidfd)
+{
+	char path[64];
+
+	for (size_t i = 0; s && i < s->nthreads; i++) {
+		struct snap_thread *t = &s->threads[i];
+
+		if (t->status != SW_ST_OK || t->reused ||
+		    t->method == SNAP_M_KERNEL)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid,
+			 (int)t->tid);
+		if (faccessat(AT_FDCWD, path, F_OK, 0) == 0)
+			continue;
+		free(t->stack);
+		t->stack = NULL;
+		t->stack_len = 0;
+		for (uint32_t j = 0; j < t->nmore; j++)
+			free(t->more[j].bytes);
+		t->nmore = 0;
+		t->status = SW_ST_EXITED;
+		t->err = -ESRCH;
+	}
+	if (pidfd >= 0 && !procfs_pidfd_alive(pidfd))
+		return -ESRCH;
+	return 0;
+}
+
 /* CAP_SYS_PTRACE in this process's effective set. */
 static bool have_cap_ptrace(void)
 {

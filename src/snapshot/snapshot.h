@@ -146,6 +146,20 @@ void snap_why(pid_t pid, int err, pid_t tracer, char *buf, size_t size);
 
 void snap_free(struct snap *s);
 
+/*
+ * Keeps of s only what was read of the process pinned by pidfd (pid's,
+ * by pidfd_open(2); -1: none given): the snapshot names pid, so a pid
+ * that another process took during the read would have led it there.
+ * Threads read by their tid (ptrace, perf) must still be threads of pid
+ * (/proc/PID/task/TID): one that is not, its tid taken by another
+ * process's thread or gone, is dropped, status exited; the kernel's
+ * reads take a process's threads by their group at once and need no
+ * such look. Then pidfd's process must still be alive, else -ESRCH and
+ * nothing is kept: pid was someone else's. 0 otherwise. Call it after
+ * the read; blocks on /proc only.
+ */
+int snap_keep_pinned(struct snap *s, pid_t pid, int pidfd);
+
 /* The bytes copied per thread under flags (SNAP_DEEP or not). */
 uint32_t snap_stack_limit(unsigned flags);
 
