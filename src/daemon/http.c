@@ -49,6 +49,7 @@
 #include "rolling.h"
 #include "render/pprof.h"
 #include "scheduler.h"
+#include "turns.h"
 #include "render/render.h"
 #include "web.h"
 
@@ -83,6 +84,7 @@ struct http {
 	struct registry *reg;
 	struct stacks *st;
 	struct scheduler *sched;  /* NULL: no periodic sampling */
+	struct turns *turns;	  /* each requester's requests at work */
 	int timeout_ms;		  /* default per dump */
 	int sample_ms;		  /* --sample-interval; 0: none */
 	char *token;		  /* required bearer token, NULL: none */
@@ -1391,7 +1393,7 @@ static enum MHD_Result handle_metrics(struct http *h, struct MHD_Connection *c,
 	enum MHD_Result ret;
 	char *body;
 
-	if (metrics_render(h->st, h->reg, h->sched, acc, &body) < 0)
+	if (metrics_render(h->st, h->reg, h->sched, h->turns, acc, &body) < 0)
 		return send_error(c, 500, QUERY_JSON, "out of memory");
 	r = MHD_create_response_from_buffer(strlen(body), body,
 					    MHD_RESPMEM_MUST_FREE);
@@ -1622,6 +1624,11 @@ static enum MHD_Result send_unauthorized(struct MHD_Connection *c)
 	return ret;
 }
 
+static enum MHD_Result route(struct http *h, struct MHD_Connection *c,
+			     const char *url, const struct access *acc);
+static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *c,
+				const char *url, const struct access *acc);
+
 /* A browser's navigation: text/html is asked for, JSON is not. */
 static bool wants_html(struct MHD_Connection *c)
 {
@@ -1676,26 +1683,61 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return send_unauthorized(c);
 	/* With a token configured, whoever got this far presented it. */
 	access_init(&acc, peer_of(c), h->token != NULL, h->admin_gid);
+	return route(h, c, url, &acc);
+}
+
+/*
+ * Whether url's answer costs the daemon work that its requester chooses
+ * (dumps, tables, histories): taken in turns (turns.h). The page's files,
+ * the status and the profile runs (bounded on their own: sched.h) are
+ * not.
+ */
+static bool takes_turns(const char *url)
+{
+	return strcmp(url, "/") != 0 && strncmp(url, "/static/", 8) != 0 &&
+	       strcmp(url, "/api/v1/status") != 0 &&
+	       strncmp(url, "/debug/pprof/profile", 20) != 0 &&
+	       strcmp(url, "/debug/fgprof") != 0 &&
+	       strcmp(url, "/debug/pprof/") != 0;
+}
+
+/* Answers url for acc, in its turn (turns.h). */
+static enum MHD_Result route(struct http *h, struct MHD_Connection *c,
+			     const char *url, const struct access *acc)
+{
+	bool turn = takes_turns(url) && !acc->all &&
+		    turns_take(h->turns, acc->peer.key) == 0;
+	enum MHD_Result ret = dispatch(h, c, url, acc);
+
+	if (turn)
+		turns_give(h->turns, acc->peer.key);
+	return ret;
+}
+
+/* The handler of url. */
+static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *c,
+				const char *url, const struct access *acc)
+{
 	if (strcmp(url, "/") == 0)
 		return handle_redirect(c, "/stacks");
 	if (strcmp(url, "/stacks") == 0)
-		return handle_stacks(h, c, &acc, QUERY_HTML);
+		return handle_stacks(h, c, acc, QUERY_HTML);
 	if (strcmp(url, "/api/v1/stacks") == 0)
-		return handle_stacks(h, c, &acc, QUERY_JSON);
+		return handle_stacks(h, c, acc, QUERY_JSON);
 	if (strcmp(url, "/api/v1/targets") == 0)
-		return handle_targets(h, c, &acc);
+		return handle_targets(h, c, acc);
 	if (strcmp(url, "/api/v1/processes") == 0)
-		return handle_processes(h, c, &acc);
+		return handle_processes(h, c, acc);
 	if (strncmp(url, "/static/", 8) == 0)
 		return handle_static(c, url + 8);
 	if (strcmp(url, "/api/v1/stuck") == 0)
-		return handle_stuck(h, c, &acc);
+		return handle_stuck(h, c, acc);
 	if (strcmp(url, "/api/v1/diff") == 0)
-		return handle_diff(h, c, &acc);
+		return handle_diff(h, c, acc);
 	if (strcmp(url, "/api/v1/profile") == 0)
-		return handle_profile(h, c, &acc);
+		return handle_profile(h, c, acc);
 	if (strcmp(url, "/metrics") == 0)
-		return handle_metrics(h, c, &acc);
+		return handle_metrics(h, c, acc);
 	if (strcmp(url, "/api/v1/status") == 0)
 		return handle_status(c);
 	if (strcmp(url, "/debug/pprof/") == 0)
@@ -1703,12 +1745,12 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	if (strcmp(url, "/debug/pprof") == 0)
 		return handle_redirect(c, "/debug/pprof/");
 	if (strcmp(url, "/debug/pprof/goroutine") == 0)
-		return handle_pprof_count(h, c, &acc, "goroutine");
+		return handle_pprof_count(h, c, acc, "goroutine");
 	if (strcmp(url, "/debug/pprof/threads") == 0)
-		return handle_pprof_count(h, c, &acc, "threads");
+		return handle_pprof_count(h, c, acc, "threads");
 	if (strcmp(url, "/debug/pprof/profile") == 0 ||
 	    strcmp(url, "/debug/fgprof") == 0)
-		return handle_pprof_profile(h, c, &acc);
+		return handle_pprof_profile(h, c, acc);
 	/* A person who typed a wrong address gets the page's layout. */
 	return send_error(c, MHD_HTTP_NOT_FOUND,
 			  wants_html(c) ? QUERY_HTML : QUERY_JSON,
@@ -1748,6 +1790,7 @@ static void free_http(struct http *h)
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->peers_lock);
 	pthread_mutex_destroy(&h->prof_lock);
+	turns_free(h->turns);
 	free(h->token);
 	free(h);
 }
@@ -1906,6 +1949,11 @@ int http_start(const struct options *o, struct registry *reg, struct stacks *st,
 	h->sample_ms = o->sample_interval_ms;
 	h->allow_hosts = o->allow_hosts;
 	h->nallow_hosts = o->nallow_hosts;
+	if (turns_init(&h->turns) < 0) {
+		snprintf(why, whylen, "out of memory");
+		free_http(h);
+		return -ENOMEM;
+	}
 	rc = admin_gid_of(o, &h->admin_gid);
 	if (rc < 0) {
 		snprintf(why, whylen, "no group '%s' (--admin-group)",

@@ -9,6 +9,7 @@
 #include "model/procfs.h"
 #include "access.h"
 #include "metrics.h"
+#include "turns.h"
 #include "watch.h"
 
 static void head(struct buf *b, const char *name, const char *type,
@@ -121,7 +122,8 @@ static void per_target(struct buf *b, struct registry *reg,
 }
 
 int metrics_render(struct stacks *st, struct registry *reg,
-		   struct scheduler *sched, const struct access *a, char **out)
+		   struct scheduler *sched, struct turns *turns,
+		   const struct access *a, char **out)
 {
 	static const char *const results[RESULT_COUNT] = {
 		[RESULT_OK] = "ok",
@@ -199,6 +201,18 @@ int metrics_render(struct stacks *st, struct registry *reg,
 	gauge(&b, "stackwatch_profiles_in_progress",
 	      "Profile runs (/debug/pprof/profile) in progress.",
 	      sched_profiles(sched));
+	if (turns) {
+		uint64_t waiting, waited;
+
+		turns_stats(turns, &waiting, &waited);
+		gauge(&b, "stackwatch_http_requests_waiting_turn",
+		      "Requests held until another of their requester's "
+		      "finishes: each has a few at work at most.",
+		      waiting);
+		counter(&b, "stackwatch_http_turn_waits_total",
+			"Requests that waited for their requester's turn.",
+			waited);
+	}
 	gauge(&b, "stackwatch_stuck_threads", "Threads the watchdog flags now.",
 	      stuck);
 	gauge(&b, "stackwatch_deadlocks",

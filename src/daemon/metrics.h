@@ -10,14 +10,17 @@
 #include "stacks.h"
 
 struct access;
+struct turns;
 
 /*
  * Renders every metric into *out (malloc'd, text format 0.0.4). Returns
  * 0 or -ENOMEM. Takes each counter once; the stuck gauge walks the
  * targets' newest samples. The per-target series (stackwatch_target_*)
- * are of the targets a may see (none when a is NULL).
+ * are of the targets a may see (none when a is NULL). turns (turns.h)
+ * may be NULL.
  */
 int metrics_render(struct stacks *st, struct registry *reg,
-		   struct scheduler *sched, const struct access *a, char **out);
+		   struct scheduler *sched, struct turns *turns,
+		   const struct access *a, char **out);
 
 #endif /* SWD_METRICS_H */
