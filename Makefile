@@ -242,13 +242,18 @@ $(BUILD)/fixtures/agent_target $(BUILD)/fixtures/demo \
 		$(BUILD)/fixtures/fragile_target $(BUILD)/fixtures/kread_target \
 		$(BUILD)/fixtures/intact $(BUILD)/fixtures/ran_target \
 		$(BUILD)/fixtures/fd_thief $(BUILD)/fixtures/forker \
-		$(BUILD)/fixtures/mixed_creds: \
+		$(BUILD)/fixtures/mixed_creds $(BUILD)/fixtures/mapped_secret: \
 		$(BUILD)/fixtures/%: tests/fixtures/%.c tests/fixtures/agent_idle.h \
 		| $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O0 -g -fno-inline -pthread $(WARN) \
 	    $(if $(WERROR),-Werror) $(if $(SANITIZE),-fsanitize=$(SANITIZE)) \
 	    -o $@ $<
+
+# A shared object whose function is named in .symtab only (see the file).
+$(BUILD)/fixtures/secret_lib.so: tests/fixtures/secret_lib.so.c
+	@mkdir -p $(@D)
+	$(CC) -shared -fPIC -O0 -g -o $@ $<
 
 # A shared object that lies about its build-id (see the file); the tests
 # patch the pattern in a copy.

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "access.h"
+#include "model/clock.h"
+#include "model/procmaps.h"
 #include "procid.h"
 #include "render/group.h"
 #include "tcred.h"
@@ -271,49 +273,166 @@ out:
 	free(got);
 }
 
-bool access_sees_thread(const struct access *a, const struct sw_dump *d,
-			const struct sw_thread *t, bool past)
+/*
+ * Whether a may read a file of mode, uid and gid, as the kernel's
+ * permission bits say (ACLs aside, which could only allow more):
+ * capabilities that pass them count only over the host (peer.h).
+ */
+static bool may_read_file(const struct access *a, const struct stat *st)
 {
-	struct sw_dump one = *d;
-	bool ok = false;
+	const uint64_t dac =
+		(1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_DAC_READ_SEARCH);
 
-	if (a->all || !(t->flags & SW_TF_OTHER_CREDS))
+	if (a->peer.caps & dac)
 		return true;
-	one.nthreads = 1;
-	one.threads = (struct sw_thread *)t;
-	threads_allowed(a, &one, past, &ok);
-	return ok;
+	if (a->peer.uid == st->st_uid)
+		return st->st_mode & S_IRUSR;
+	if (peer_in_group(&a->peer, st->st_gid))
+		return st->st_mode & S_IRGRP;
+	return st->st_mode & S_IROTH;
 }
 
-struct sdump *access_threads(const struct access *a, struct sdump *sd,
-			     bool past)
+/*
+ * What unreadable_modules() found lately, per HTTP thread: a history of
+ * a thousand samples has the same few modules in each, and a page asks
+ * again every few seconds. Kept MEMO_NS, for one requester's
+ * credentials and one mapping of one process.
+ */
+#define MEMO_SLOTS 64
+#define MEMO_NS 2000000000ull
+static __thread struct memo {
+	uint64_t at_ns;
+	pid_t pid;
+	uint64_t start;
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	uint64_t caps;
+	bool hide;
+} memo[MEMO_SLOTS];
+static __thread unsigned memo_next;
+
+static bool memo_find(const struct access *a, pid_t pid, uint64_t start,
+		      bool *hide)
 {
+	uint64_t now = clock_now_ns();
+
+	for (unsigned i = 0; i < MEMO_SLOTS; i++) {
+		const struct memo *e = &memo[i];
+
+		if (e->at_ns && now - e->at_ns < MEMO_NS && e->pid == pid &&
+		    e->start == start && e->uid == a->peer.uid &&
+		    e->gid == a->peer.gid && e->ngroups == a->peer.ngroups &&
+		    e->caps == a->peer.caps) {
+			*hide = e->hide;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void memo_put(const struct access *a, pid_t pid, uint64_t start,
+		     bool hide)
+{
+	struct memo *e = &memo[memo_next++ % MEMO_SLOTS];
+
+	e->at_ns = clock_now_ns();
+	e->pid = pid;
+	e->start = start;
+	e->uid = a->peer.uid;
+	e->gid = a->peer.gid;
+	e->ngroups = a->peer.ngroups;
+	e->caps = a->peer.caps;
+	e->hide = hide;
+}
+
+/*
+ * Which of d's modules have a file a may not read (hide[i]), and how
+ * many: their symbols and lines come from parts of the file the process
+ * never mapped (the symbol table, the debug information), which a
+ * process that mapped the file before it dropped its privileges shows
+ * to whoever may read its memory. The file is the one the process maps
+ * at the module's start (its map_files link, as the symbolizer opens
+ * it); a module that cannot be told so is hidden. Modules without a
+ * file (the vDSO, JIT code named by the user's own perf map) are not.
+ */
+static size_t unreadable_modules(const struct access *a,
+				 const struct sw_dump *d, bool *hide)
+{
+	struct procmaps pm;
+	size_t n = 0;
+	int maps = 1; /* 1: not read yet; 0: read; < 0: failed */
+
+	for (size_t i = 0; i < d->nmodules; i++)
+		hide[i] = false;
+	if (a->all || !a->peer.known || !d->symbolized || !d->nmodules)
+		return 0;
+	for (size_t i = 0; i < d->nmodules; i++) {
+		const struct sw_module *m = &d->modules[i];
+		const struct procmap *mp = NULL;
+		char path[96];
+		struct stat st;
+
+		if (!m->path || m->path[0] != '/')
+			continue;
+		if (memo_find(a, d->pid, m->start, &hide[i])) {
+			n += hide[i];
+			continue;
+		}
+		if (maps == 1)
+			maps = procmaps_read(d->pid, &pm);
+		mp = maps == 0 ? procmaps_find(&pm, m->start) : NULL;
+		if (mp)
+			snprintf(path, sizeof(path),
+				 "/proc/%d/map_files/%lx-%lx", (int)d->pid,
+				 (unsigned long)mp->start,
+				 (unsigned long)mp->end);
+		hide[i] = !mp || stat(path, &st) < 0 || !may_read_file(a, &st);
+		if (mp)
+			memo_put(a, d->pid, m->start, hide[i]);
+		n += hide[i];
+	}
+	if (maps == 0)
+		procmaps_release(&pm);
+	return n;
+}
+
+struct sdump *access_view(const struct access *a, struct sdump *sd, bool past)
+{
+	const struct sw_dump *d = sd->d;
 	struct sdump *v = NULL;
 	struct sw_dump *c = NULL;
-	size_t hidden = 0;
-	bool *ok;
+	size_t hidden = 0, unread;
+	bool *ok, *hide;
 
-	if (a->all || !tcred_any(sd->d)) {
+	if (a->all) {
 		sdump_get(sd);
 		return sd;
 	}
-	ok = calloc(sd->d->nthreads ? sd->d->nthreads : 1, sizeof(*ok));
-	if (!ok)
-		return NULL;
-	threads_allowed(a, sd->d, past, ok);
-	for (size_t i = 0; i < sd->d->nthreads; i++)
+	ok = calloc(d->nthreads ? d->nthreads : 1, sizeof(*ok));
+	hide = calloc(d->nmodules ? d->nmodules : 1, sizeof(*hide));
+	if (!ok || !hide)
+		goto out;
+	if (tcred_any(d))
+		threads_allowed(a, d, past, ok);
+	else
+		for (size_t i = 0; i < d->nthreads; i++)
+			ok[i] = true;
+	for (size_t i = 0; i < d->nthreads; i++)
 		hidden += !ok[i];
-	if (!hidden) {
-		free(ok);
+	unread = unreadable_modules(a, d, hide);
+	if (!hidden && !unread) {
 		sdump_get(sd);
-		return sd;
+		v = sd;
+		goto out;
 	}
 	v = calloc(1, sizeof(*v));
-	if (!v || dump_clone_some(sd->d, ok, &c) < 0 || group_dump(c) < 0) {
+	if (!v || dump_clone_some(d, ok, &c) < 0 ||
+	    (unread && dump_strip_modules(c, hide) < 0) || group_dump(c) < 0) {
 		sw_dump_free(c);
 		free(v);
-		free(ok);
-		return NULL;
+		v = NULL;
+		goto out;
 	}
 	c->hidden_threads += hidden;
 	atomic_init(&v->refs, 1);
@@ -321,6 +440,8 @@ struct sdump *access_threads(const struct access *a, struct sdump *sd,
 	v->mono_ns = sd->mono_ns;
 	v->sched_ns = sd->sched_ns;
 	v->bytes = dump_bytes(c);
+out:
 	free(ok);
+	free(hide);
 	return v;
 }

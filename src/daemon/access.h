@@ -119,19 +119,15 @@ const char *access_unseen_why(const struct access *a, pid_t pid, char *buf,
  */
 
 /*
- * Whether a may read thread t of d (d->pid's). Asks the helper for a
- * marked thread that is not past. Blocks for one round trip at most.
+ * What of sd a may read: sd itself (a new reference) when a reads all of
+ * it, else a private copy (grouped anew) without the threads it may not
+ * read (their number in hidden_threads), and without the symbols and
+ * lines of modules whose file a may not read (the process may have
+ * mapped it before it dropped its privileges: the symbol table and debug
+ * information were never in its memory). NULL on no memory. One round
+ * trip to the helper for the marked threads, and a look at the process's
+ * mappings, at most.
  */
-bool access_sees_thread(const struct access *a, const struct sw_dump *d,
-			const struct sw_thread *t, bool past);
-
-/*
- * What of sd a may read: sd itself (a new reference) when a reads every
- * thread of it, else a private copy (grouped anew) without the threads
- * it may not, their number in hidden_threads. NULL on no memory. One
- * round trip to the helper for all the marked threads at most.
- */
-struct sdump *access_threads(const struct access *a, struct sdump *sd,
-			     bool past);
+struct sdump *access_view(const struct access *a, struct sdump *sd, bool past);
 
 #endif /* SWD_ACCESS_H */

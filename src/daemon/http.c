@@ -589,7 +589,7 @@ static void dump_seen(struct http *h, const struct access *acc,
 			rcs[i] = ACCESS_EHIDDEN;
 		if (rcs[i] == 0 && ok && ok[i]) {
 			/* Of the process, the threads it may read. */
-			v = access_threads(acc, sds[i], false);
+			v = access_view(acc, sds[i], false);
 			sdump_put(sds[i]);
 			sds[i] = v;
 			if (!v)
@@ -962,7 +962,7 @@ static enum MHD_Result handle_pprof_profile(struct http *h,
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	struct conn *cn = ci ? ci->socket_context : NULL;
-	struct sched_requester who = { acc->peer.key, acc->all, -1 };
+	struct sched_requester who = { acc->peer.key, acc->all, -1, acc };
 	struct profile_run *r;
 	struct query_pprof rq;
 	struct query_args a;

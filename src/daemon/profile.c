@@ -113,9 +113,10 @@ struct profile_run *profile_new(struct target **ts, size_t n, int seconds,
 }
 
 void profile_feed(struct profile_run *r, const struct target *t,
-		  const struct sdump *sd)
+		  struct sdump *sd)
 {
-	const struct sw_dump *d = sd->d;
+	const struct sw_dump *d;
+	struct sdump *view;
 	char pid[16];
 	size_t i;
 
@@ -123,14 +124,24 @@ void profile_feed(struct profile_run *r, const struct target *t,
 		;
 	if (i == r->n)
 		return;
+	/*
+	 * What its requester may read of the dump (access.h). As a past
+	 * sample: a thread of credentials of its own is left out without
+	 * asking the kernel, which would hold the scheduler's lock.
+	 */
+	view = access_view(&r->acc, sd, true);
 	pthread_mutex_lock(&r->lock);
+	if (!view && r->rc == 0)
+		r->rc = -ENOMEM;
 	/* Each dump once, and none taken before the run began. */
-	if (r->finished || r->rc < 0 || sd->mono_ns <= r->last_ns[i] ||
+	if (!view || r->finished || r->rc < 0 || sd->mono_ns <= r->last_ns[i] ||
 	    sd->mono_ns + r->period_ns < r->start_ns ||
 	    sd->mono_ns > r->end_ns) {
 		pthread_mutex_unlock(&r->lock);
+		sdump_put(view);
 		return;
 	}
+	d = view->d;
 	{
 		uint64_t wall = r->last_ns[i] ? sd->mono_ns - r->last_ns[i]
 					      : r->period_ns;
@@ -149,11 +160,6 @@ void profile_feed(struct profile_run *r, const struct target *t,
 			uint64_t key = (uint64_t)(uint32_t)d->pid << 32 |
 				       (uint32_t)th->tid;
 
-			/* Credentials of its own (tcred.h): read by
-			 * whoever sees everything only. The check that asks
-			 * the kernel would hold the scheduler's lock. */
-			if ((th->flags & SW_TF_OTHER_CREDS) && !r->all)
-				continue;
 			if (th->status != SW_ST_OK || th->group < 0 ||
 			    (size_t)th->group >= d->ngroups ||
 			    d->groups[th->group].rep >= d->nthreads)
@@ -168,6 +174,7 @@ void profile_feed(struct profile_run *r, const struct target *t,
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
+	sdump_put(view);
 }
 
 void profile_finish(struct profile_run *r)

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "access.h"
 #include "registry.h"
 #include "stacks.h"
 
@@ -30,6 +31,7 @@ struct profile_run {
 	/* The scheduler's too: whose run it is, and its client. */
 	char owner[64];	    /* the requester's key (peer.h) */
 	bool all;	    /* the requester sees everything */
+	struct access acc;  /* what of each dump it may read (access.h) */
 	int fd;		    /* the client's socket; -1: none */
 	bool abandoned;	    /* ended because the client hung up */
 	struct target **ts; /* references, n of them */
@@ -58,9 +60,13 @@ struct profile_run {
 struct profile_run *profile_new(struct target **ts, size_t n, int seconds,
 				uint64_t period_ns);
 
-/* Adds sd, a dump of t, to r if r wants t and has not had it yet. */
+/*
+ * Adds sd, a dump of t, to r if r wants t and has not had it yet: what
+ * r's requester may read of it (access_view(), as a past sample). Reads
+ * /proc for a requester who does not see everything.
+ */
 void profile_feed(struct profile_run *r, const struct target *t,
-		  const struct sdump *sd);
+		  struct sdump *sd);
 
 /*
  * Ends r: encodes what it has into r->out (r->rc on failure; nothing and

@@ -156,7 +156,7 @@ int rolling_profile(struct target *t, const struct access *a, double since_s,
 	rc = stacks_history(t, from, to, &sds, &n);
 	/* Of each sample, the threads a may read (access.h). */
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		struct sdump *v = access_threads(a, sds[i], true);
+		struct sdump *v = access_view(a, sds[i], true);
 
 		if (!v)
 			rc = -ENOMEM;

@@ -24,7 +24,7 @@
  * before and this one, given to its stack in this one (the first sample
  * of the window gives nothing). total is their sum. from and to are the
  * first and last sample's collected_at (absent with no sample). Of each
- * sample, the threads a may read (access_threads(), as past samples).
+ * sample, the threads a may read (access_view(), as past samples).
  * 0 or -ENOMEM.
  */
 struct access;

@@ -224,7 +224,7 @@ static uint64_t pass(struct scheduler *s, uint64_t now)
 
 /* Hands a fresh dump of t to every run that wants t. */
 static void feed_runs(struct scheduler *s, const struct target *t,
-		      const struct sdump *sd)
+		      struct sdump *sd)
 {
 	if (!atomic_load(&t->profiled))
 		return;
@@ -307,6 +307,10 @@ int sched_profile(struct scheduler *s, struct target **ts, size_t n,
 	r->arg = arg;
 	snprintf(r->owner, sizeof(r->owner), "%s", who->key);
 	r->all = who->all;
+	if (who->acc)
+		r->acc = *who->acc;
+	else
+		r->acc.all = who->all;
 	r->fd = who->fd;
 	pthread_mutex_lock(&s->lock);
 	rc = admit(s, who);

@@ -40,10 +40,14 @@ struct profile_run;
  * (its socket fd reads end of stream, or fails) ends within
  * SCHED_WATCH_MS.
  */
+struct access;
+
 struct sched_requester {
 	const char *key; /* peer.h's key: "uid N", an address, anonymous */
 	bool all;	 /* sees everything */
 	int fd;		 /* the client's socket; -1: not watched */
+	/* Who it is: what of each sample its run may read (access.h). */
+	const struct access *acc;
 };
 
 /*

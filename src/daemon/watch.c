@@ -69,20 +69,6 @@ static cJSON *kernel_frames(pid_t pid, pid_t tid)
 }
 
 /*
- * Whether a may read every thread of cycle c of d: a deadlock is shown
- * whole or not at all.
- */
-static bool cycle_seen(const struct access *a, const struct sw_dump *d,
-		       const struct lock_cycle *c)
-{
-	for (size_t k = 0; a && k < c->n; k++)
-		if (!access_sees_thread(a, d, &d->threads[c->threads[k]],
-					false))
-			return false;
-	return true;
-}
-
-/*
  * The one name /proc/PID/task/TID/wchan gives for a thread asleep in the
  * kernel: what anyone who may read the thread may know of where (the
  * kernel's own stack is CAP_SYS_ADMIN's). NULL when there is none.
@@ -123,8 +109,7 @@ static void add_stuck(cJSON *arr, const struct target *t,
 	cJSON_AddNumberToObject(o, "unchanged_s",
 				(double)(long)(th->unchanged_s * 10) / 10);
 	cJSON_AddStringToObject(o, "reason", st->reason);
-	if (l->w && l->w[st->thread].cycle >= 0 &&
-	    cycle_seen(a, d, &l->cycles[l->w[st->thread].cycle])) {
+	if (l->w && l->w[st->thread].cycle >= 0) {
 		const struct lock_cycle *c = &l->cycles[l->w[st->thread].cycle];
 		cJSON *dl = cJSON_AddObjectToObject(o, "deadlock");
 		cJSON *tids = dl ? cJSON_AddArrayToObject(dl, "threads") : NULL;
@@ -211,6 +196,35 @@ static cJSON *cycle_json(const struct target *t, const struct sw_dump *d,
  * to cycles; how many threads.
  */
 /*
+ * The stuck threads of st (k of them, of sd) as a may read them (NULL:
+ * all): of v, what access_view() leaves a of sd, each thread found there
+ * by its tid (k updated). v is a new reference; NULL on no memory.
+ */
+static struct sdump *seen_stuck(const struct access *a, struct sdump *sd,
+				struct stuck *st, size_t *k)
+{
+	struct sdump *v = a ? access_view(a, sd, false) : sd;
+	size_t n = 0;
+
+	if (!a)
+		sdump_get(sd);
+	if (!v || v == sd)
+		return v;
+	for (size_t j = 0; j < *k; j++) {
+		pid_t tid = sd->d->threads[st[j].thread].tid;
+
+		for (size_t i = 0; i < v->d->nthreads; i++)
+			if (v->d->threads[i].tid == tid) {
+				st[n] = st[j];
+				st[n++].thread = i;
+				break;
+			}
+	}
+	*k = n;
+	return v;
+}
+
+/*
  * Adds the stuck threads of the n targets ts that a may read (NULL: all)
  * to arr, and their deadlocks to cycles; how many threads.
  */
@@ -220,7 +234,7 @@ static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
 	size_t total = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		struct sdump *sd;
+		struct sdump *sd, *v;
 		struct stuck *st;
 		struct locks l = { 0 };
 		bool dead = false;
@@ -228,26 +242,25 @@ static size_t stuck_of(struct stacks *s, struct target **ts, size_t n,
 
 		if (stacks_stuck(s, ts[i], &sd, &st, &k) < 0)
 			continue;
+		v = sd ? seen_stuck(a, sd, st, &k) : NULL;
+		sdump_put(sd);
+		if (!v) {
+			free(st);
+			continue;
+		}
 		for (size_t j = 0; j < k; j++)
 			dead = dead || strcmp(st[j].reason, "deadlock") == 0;
-		if (dead && locks_analyze(sd->d, &l) == 0)
+		if (dead && locks_analyze(v->d, &l) == 0)
 			for (size_t c = 0; c < l.ncycles; c++)
-				if (cycle_seen(a, sd->d, &l.cycles[c]))
-					cJSON_AddItemToArray(
-						cycles,
-						cycle_json(ts[i], sd->d, &l,
-							   &l.cycles[c]));
-		for (size_t j = 0; j < k; j++) {
-			if (a && !access_sees_thread(
-					 a, sd->d,
-					 &sd->d->threads[st[j].thread], false))
-				continue;
-			add_stuck(arr, ts[i], sd->d, &st[j], &l, a);
-			total++;
-		}
+				cJSON_AddItemToArray(cycles,
+						     cycle_json(ts[i], v->d, &l,
+								&l.cycles[c]));
+		for (size_t j = 0; j < k; j++)
+			add_stuck(arr, ts[i], v->d, &st[j], &l, a);
+		total += k;
 		locks_release(&l);
 		free(st);
-		sdump_put(sd);
+		sdump_put(v);
 	}
 	return total;
 }
@@ -419,10 +432,10 @@ static bool diff_groups(const struct sw_dump *a, const struct sw_dump *b,
 	return true;
 }
 
-/* *sd replaced by what a may read of it (access_threads()). */
+/* *sd replaced by what a may read of it (access_view()). */
 static int view(const struct access *a, struct sdump **sd, bool past)
 {
-	struct sdump *v = access_threads(a, *sd, past);
+	struct sdump *v = access_view(a, *sd, past);
 
 	sdump_put(*sd);
 	*sd = v;

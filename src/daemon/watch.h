@@ -26,7 +26,7 @@ int watch_stuck(struct stacks *s, struct registry *reg, const struct access *a,
  * The diff of t between the sample at least since_s old and a current
  * dump (stacks_get for a's asker with timeout_ms), with "groups": the
  * groups whose count changed; of each, the threads a may read
- * (access_threads()). Returns 0, -ENOENT when no sample is that old,
+ * (access_view()). Returns 0, -ENOENT when no sample is that old,
  * -ENOMEM, or the dump's error.
  */
 int watch_diff(struct stacks *s, struct target *t, const struct access *a,

@@ -507,6 +507,80 @@ fail:
 	return -ENOMEM;
 }
 
+/* A frames array and what it holds once stripped. */
+struct stripped {
+	const struct sw_frame *at;
+	size_t n;
+};
+
+static int cmp_stripped(const void *a, const void *b)
+{
+	const struct sw_frame *x = ((const struct stripped *)a)->at;
+	const struct sw_frame *y = ((const struct stripped *)b)->at;
+
+	return (x > y) - (x < y);
+}
+
+/* Strips frames f (n of them) in place; how many are left. */
+static size_t strip_frames(struct sw_frame *f, size_t n,
+			   const struct sw_dump *d, const bool *hide)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int m = f[i].module;
+		bool hidden = m >= 0 && (size_t)m < d->nmodules && hide[m];
+
+		if (hidden && f[i].inlined)
+			continue;
+		f[k] = f[i];
+		if (hidden) {
+			f[k].function = NULL;
+			f[k].file = NULL;
+			f[k].line = 0;
+		}
+		k++;
+	}
+	return k;
+}
+
+int dump_strip_modules(struct sw_dump *d, const bool *hide)
+{
+	struct stripped *arr =
+		calloc(d->nthreads ? d->nthreads : 1, sizeof(*arr));
+	size_t n = 0, k = 0;
+
+	if (!arr)
+		return -ENOMEM;
+	/* Each frames array once: threads of one group share theirs. */
+	for (size_t i = 0; i < d->nthreads; i++)
+		if (d->threads[i].frames && d->threads[i].nframes) {
+			arr[n].at = d->threads[i].frames;
+			arr[n++].n = d->threads[i].nframes;
+		}
+	qsort(arr, n, sizeof(*arr), cmp_stripped);
+	for (size_t i = 0; i < n; i++) {
+		if (k && arr[k - 1].at == arr[i].at)
+			continue;
+		arr[k] = arr[i];
+		arr[k].n = strip_frames((struct sw_frame *)arr[i].at, arr[i].n,
+					d, hide);
+		k++;
+	}
+	for (size_t i = 0; i < d->nthreads; i++) {
+		struct sw_thread *t = &d->threads[i];
+		struct stripped key = { t->frames, 0 }, *hit;
+
+		if (!t->frames || !t->nframes)
+			continue;
+		hit = bsearch(&key, arr, k, sizeof(*arr), cmp_stripped);
+		if (hit)
+			t->nframes = hit->n;
+	}
+	free(arr);
+	return 0;
+}
+
 void sw_dump_free(struct sw_dump *d)
 {
 	if (!d)

@@ -290,6 +290,15 @@ int dump_clone_some(const struct sw_dump *d, const bool *keep,
 		    struct sw_dump **out);
 
 /*
+ * Makes the frames in d's modules whose hide[i] is set say nothing of
+ * their module's insides: no function, file or line, and the frames
+ * inlined there left out. d's groups must be made again afterwards
+ * (render/group.h). Frames arrays shared by threads are done once. 0 or
+ * -ENOMEM (then d is unchanged).
+ */
+int dump_strip_modules(struct sw_dump *d, const bool *hide);
+
+/*
  * Drops the frames of every thread that does not stand for its group:
  * the renderers, the grouper's comparisons and the history need only the
  * group's representative. The representatives' frames and strings move to

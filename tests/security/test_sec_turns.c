@@ -4,19 +4,26 @@
  *
  * nobody (65534) asks for three of its own processes at once and holds
  * the first snapshot at the daemon's test gate (gate.h), as a process of
- * thousands of threads would; the other two wait, each asked for by
- * several requests (more than a pool of eight HTTP threads). Then uid
- * 65533 asks for one of its own, and root for one of root's. Expected:
+ * thousands of threads would; the other two wait, then more requests of
+ * nobody's for those two (more than a pool of eight HTTP threads). Then
+ * uid 65533 asks for one of its own, and root for one of root's.
+ * Expected:
+ * - nobody has two requests at work at once (turns.h): its second waits
+ *   for the helper, its third and the ones after wait for a turn;
  * - root's snapshot is taken at once, while nobody's holds the helper
  *   and nobody's requests wait (root and the admin group never wait
  *   behind anyone's queue, nor behind requests that wait for a turn);
  * - once nobody's first snapshot is done, 65533's comes next, before
  *   nobody's other two (round-robin by uid, not first come);
  * - every request is answered 200.
- * The queue is watched through stackwatch_ptrace_waiting, so the order
- * in which requests arrive is known, not guessed.
+ * The queues are watched through stackwatch_ptrace_waiting and
+ * stackwatch_http_requests_waiting_turn, so the order in which requests
+ * arrive is known, not guessed.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "sectest.h"
 #include "tap.h"
 
@@ -57,32 +64,48 @@ static void show_log(const struct itest_daemon *d)
 		fclose(f);
 }
 
-/* Waits until n snapshot requests wait for their turn. */
-static bool wait_waiting(const struct itest_daemon *d, int n)
+/* Waits until gauge name says n. */
+static bool wait_gauge(const struct itest_daemon *d, const char *name, int n)
 {
 	double v = -1;
 
 	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
-		v = itest_metric(d, "stackwatch_ptrace_waiting");
+		v = itest_metric(d, name);
 		if (v == n)
 			return true;
 		itest_sleep_ms(5);
 	}
-	tap_note("stackwatch_ptrace_waiting is %g, not %d; the daemon's log:",
-		 v, n);
+	tap_note("%s is %g, not %d; the daemon's log:", name, v, n);
 	show_log(d);
 	return false;
 }
 
-/* Waits until n requests wait for a dump already in flight. */
-static bool wait_coalesced(const struct itest_daemon *d, int n)
+/* Waits until n snapshot requests wait for their turn at the helper. */
+static bool wait_waiting(const struct itest_daemon *d, int n)
 {
-	for (long end = itest_now_ms() + 10000; itest_now_ms() < end;) {
-		if (itest_metric(d, "stackwatch_requests_coalesced_total") >= n)
-			return true;
-		itest_sleep_ms(5);
-	}
-	return false;
+	return wait_gauge(d, "stackwatch_ptrace_waiting", n);
+}
+
+/* Waits until n requests wait for their requester's turn (turns.h). */
+static bool wait_turns(const struct itest_daemon *d, int n)
+{
+	return wait_gauge(d, "stackwatch_http_requests_waiting_turn", n);
+}
+
+/* Lets every read that comes to the gate go, until stop is set. */
+struct opener {
+	struct sec_gate *g;
+	atomic_bool stop;
+};
+
+static void *opener_main(void *arg)
+{
+	struct opener *o = arg;
+	char line[128];
+
+	while (!atomic_load(&o->stop))
+		sec_gate_release(sec_gate_next(o->g, 100, line, sizeof(line)));
+	return NULL;
 }
 
 /* The pid of a gate line "read PID ptrace UID"; 0 if it is none. */
@@ -101,6 +124,8 @@ int main(void)
 	struct ask k[5], more[NMORE];
 	char dir[] = "/tmp/sw-turns-XXXXXX", line[128];
 	pid_t n1, n2, n3, o1, r1, order[3];
+	struct opener opener;
+	pthread_t th;
 	int held, c;
 
 	memset(k, 0, sizeof(k));
@@ -135,14 +160,18 @@ int main(void)
 	TAP_OK(held >= 0 && gate_pid(line) == n1,
 	       "nobody's first snapshot is taken and held ('%s')", line);
 	ask(&k[1], &d, SEC_NOBODY, n2);
+	TAP_OK(wait_waiting(&d, 1),
+	       "nobody's second waits for its turn at the helper");
 	ask(&k[2], &d, SEC_NOBODY, n3);
-	TAP_OK(wait_waiting(&d, 2), "nobody's next two wait for their turn");
+	TAP_OK(wait_turns(&d, 1),
+	       "nobody's third waits for a turn of nobody's: two are at work");
 	for (int i = 0; i < NMORE; i++)
 		ask(&more[i], &d, SEC_NOBODY, i % 2 ? n3 : n2);
-	TAP_OK(wait_coalesced(&d, NMORE),
-	       "and %d more requests of nobody's wait for those two", NMORE);
+	TAP_OK(wait_turns(&d, 1 + NMORE),
+	       "and %d more requests of nobody's wait for theirs", NMORE);
 	ask(&k[3], &d, OTHER, o1);
-	TAP_OK(wait_waiting(&d, 3), "then uid %d's waits too", OTHER);
+	TAP_OK(wait_waiting(&d, 2), "then uid %d's waits at the helper too",
+	       OTHER);
 
 	ask(&k[4], &d, 0, r1);
 	c = sec_gate_next(&g, 5000, line, sizeof(line));
@@ -155,6 +184,9 @@ int main(void)
 	TAP_OK(k[4].a.status == 200, "root's answer: %d", k[4].a.status);
 
 	sec_gate_release(held);
+	/* Its turn free, nobody's third goes to the helper's queue too. */
+	TAP_OK(wait_waiting(&d, 2),
+	       "nobody's third then waits at the helper behind its second");
 	for (int i = 0; i < 3; i++) {
 		c = sec_gate_next(&g, 10000, line, sizeof(line));
 		order[i] = gate_pid(line);
@@ -168,10 +200,16 @@ int main(void)
 	TAP_OK((order[1] == n2 && order[2] == n3) ||
 		       (order[1] == n3 && order[2] == n2),
 	       "then nobody's other two");
+	/* The later requests of nobody's read anew: let them go by. */
+	opener.g = &g;
+	atomic_init(&opener.stop, false);
+	pthread_create(&th, NULL, opener_main, &opener);
 	for (int i = 0; i < 4; i++)
 		answered(&k[i]);
 	for (int i = 0; i < NMORE; i++)
 		answered(&more[i]);
+	atomic_store(&opener.stop, true);
+	pthread_join(th, NULL);
 	TAP_OK(k[0].a.status == 200 && k[1].a.status == 200 &&
 		       k[2].a.status == 200 && k[3].a.status == 200,
 	       "every request is answered (%d %d %d %d)", k[0].a.status,
