@@ -5,6 +5,7 @@
  * the bearer token, the Host check, /metrics through promtool, and proof
  * that asking about a pid that is not a target signals nothing (strace).
  */
+#define _GNU_SOURCE /* strcasestr */
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <poll.h>
@@ -426,6 +427,109 @@ static void test_cross_site(const struct itest_daemon *d)
 	itest_kill(pid);
 }
 
+/* Sends req to port and reads the whole answer, headers too, into buf. */
+static void whole(int port, const char *req, char *buf, size_t size)
+{
+	int fd = connect_port(port);
+	size_t got = 0;
+	long end = itest_now_ms() + 5000;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return;
+	if (write(fd, req, strlen(req)) < 0) {
+		close(fd);
+		return;
+	}
+	shutdown(fd, SHUT_WR);
+	while (got < size - 1 && itest_now_ms() < end) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 200) <= 0)
+			continue;
+		n = read(fd, buf + got, size - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+}
+
+/*
+ * Every endpoint, as a page on another site would reach it: through a
+ * name of its own resolved to 127.0.0.1 (DNS rebinding: its Host) it is
+ * 403; no answer lets another origin read it (no CORS header, to a GET
+ * with a foreign Origin or to a preflight, which is 405).
+ */
+static void test_every_endpoint(const struct itest_daemon *d)
+{
+	static const char *const paths[] = {
+		"/",
+		"/stacks",
+		"/stacks?format=json",
+		"/api/v1/stacks",
+		"/api/v1/targets",
+		"/api/v1/processes",
+		"/api/v1/stuck",
+		"/api/v1/diff?pid=1&since=1",
+		"/api/v1/profile?pid=1",
+		"/api/v1/status",
+		"/metrics",
+		"/healthz",
+		"/debug/pprof/",
+		"/debug/pprof/threads",
+		"/debug/pprof/goroutine",
+		"/debug/pprof/profile?seconds=1",
+		"/static/app.js",
+	};
+	static char buf[1 << 20];
+	char req[1024];
+	int rebound = 0, cors = 0, preflight = 0;
+	size_t n = sizeof(paths) / sizeof(paths[0]);
+
+	for (size_t i = 0; i < n; i++) {
+		int st = 0;
+
+		snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.1\r\nHost: evil.example:%d\r\n\r\n",
+			 paths[i], d->port);
+		whole(d->port, req, buf, sizeof(buf));
+		sscanf(buf, "HTTP/1.%*d %d", &st);
+		if (st == 403)
+			rebound++;
+		else
+			TAP_NOTE("%s through a rebound name: %d", paths[i], st);
+		snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			 "Origin: http://evil.example\r\n\r\n",
+			 paths[i], d->port);
+		whole(d->port, req, buf, sizeof(buf));
+		if (!strcasestr(buf, "Access-Control-"))
+			cors++;
+		snprintf(req, sizeof(req),
+			 "OPTIONS %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+			 "Origin: http://evil.example\r\n"
+			 "Access-Control-Request-Method: GET\r\n\r\n",
+			 paths[i], d->port);
+		whole(d->port, req, buf, sizeof(buf));
+		st = 0;
+		sscanf(buf, "HTTP/1.%*d %d", &st);
+		if (st == 405 && !strcasestr(buf, "Access-Control-"))
+			preflight++;
+	}
+	TAP_OK(rebound == (int)n,
+	       "every endpoint through a rebound name is 403 (%d of %zu)",
+	       rebound, n);
+	TAP_OK(cors == (int)n,
+	       "no answer to a foreign Origin has a CORS header (%d of %zu)",
+	       cors, n);
+	TAP_OK(preflight == (int)n,
+	       "every preflight is 405 without a CORS header (%d of %zu)",
+	       preflight, n);
+}
+
 int main(void)
 {
 	struct itest_daemon d;
@@ -439,6 +543,7 @@ int main(void)
 	test_promtool(&d);
 	test_no_signal(&d);
 	test_cross_site(&d);
+	test_every_endpoint(&d);
 	TAP_OK(itest_daemon_stop(&d) == 0, "the daemon exits 0 after all that");
 	itest_daemon_cleanup(&d);
 	test_token();
