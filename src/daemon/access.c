@@ -48,6 +48,16 @@ static bool own_rule(const struct access *a, const struct procid *id)
 	return id->dumpable && (id->cap_prm & ~a->peer.caps) == 0;
 }
 
+/* a's credentials as the kernel's ptrace rule weighs them. */
+static struct ptracer_cred cred_of(const struct access *a)
+{
+	struct ptracer_cred c = { .uid = a->peer.uid,
+				  .gid = a->peer.gid,
+				  .caps = a->peer.caps };
+
+	return c;
+}
+
 /*
  * The rule for the processes of ids (n of them, read just before) into
  * ok[i], asked of the kernel through the helper in batches.
@@ -55,9 +65,7 @@ static bool own_rule(const struct access *a, const struct procid *id)
 static void rule_allows(const struct access *a, const struct procid *ids,
 			const pid_t *pids, size_t n, bool *ok)
 {
-	struct ptracer_cred cred = { .uid = a->peer.uid,
-				     .gid = a->peer.gid,
-				     .caps = a->peer.caps };
+	struct ptracer_cred cred = cred_of(a);
 	struct ptracer_task *tasks = calloc(n ? n : 1, sizeof(*tasks));
 	int rc = tasks ? 0 : -ENOMEM;
 
@@ -67,12 +75,8 @@ static void rule_allows(const struct access *a, const struct procid *ids,
 		tasks[i].pid = pids[i];
 		tasks[i].tid = ids[i].tid;
 	}
-	for (size_t i = 0; rc == 0 && i < n; i += PTRACER_CHECK_MAX) {
-		size_t k =
-			n - i < PTRACER_CHECK_MAX ? n - i : PTRACER_CHECK_MAX;
-
-		rc = ptracer_check(&cred, tasks + i, k, ok + i);
-	}
+	if (tasks)
+		rc = ptracer_check(&cred, tasks, n, ok);
 	free(tasks);
 	if (rc == PTRACER_EGONE)
 		for (size_t i = 0; i < n; i++)
@@ -232,9 +236,7 @@ const char *access_unseen_why(const struct access *a, pid_t pid, char *buf,
 static void threads_allowed(const struct access *a, const struct sw_dump *d,
 			    bool past, bool *ok)
 {
-	struct ptracer_cred cred = { .uid = a->peer.uid,
-				     .gid = a->peer.gid,
-				     .caps = a->peer.caps };
+	struct ptracer_cred cred = cred_of(a);
 	struct ptracer_task *tasks = NULL;
 	size_t *at = NULL, n = 0;
 	bool *got = NULL;
@@ -259,12 +261,7 @@ static void threads_allowed(const struct access *a, const struct sw_dump *d,
 		tasks[n].tid = d->threads[i].tid;
 		at[n++] = i;
 	}
-	for (size_t i = 0; rc == 0 && i < n; i += PTRACER_CHECK_MAX) {
-		size_t k =
-			n - i < PTRACER_CHECK_MAX ? n - i : PTRACER_CHECK_MAX;
-
-		rc = ptracer_check(&cred, tasks + i, k, got + i);
-	}
+	rc = ptracer_check(&cred, tasks, n, got);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		ok[at[i]] = got[i];
 out:

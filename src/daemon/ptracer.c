@@ -632,8 +632,9 @@ static int read_exactly(int fd, void *buf, size_t n, uint64_t deadline_ns)
 
 #define CHECK_TIMEOUT_NS 2000000000ull
 
-int ptracer_check(const struct ptracer_cred *cred,
-		  const struct ptracer_task *tasks, size_t n, bool *ok)
+/* ptracer_check() of at most PTRACER_CHECK_MAX tasks: one round trip. */
+static int check_batch(const struct ptracer_cred *cred,
+		       const struct ptracer_task *tasks, size_t n, bool *ok)
 {
 	struct request rq = { .magic = PTRACER_MAGIC,
 			      .kind = REQ_CHECK,
@@ -680,5 +681,23 @@ int ptracer_check(const struct ptracer_cred *cred,
 		ok[i] = answer[i] == 1;
 	free(body);
 	free(answer);
+	return rc;
+}
+
+int ptracer_check(const struct ptracer_cred *cred,
+		  const struct ptracer_task *tasks, size_t n, bool *ok)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		ok[i] = false;
+	for (size_t i = 0; rc == 0 && i < n; i += PTRACER_CHECK_MAX)
+		rc = check_batch(cred, tasks + i,
+				 n - i < PTRACER_CHECK_MAX ? n - i
+							   : PTRACER_CHECK_MAX,
+				 ok + i);
+	if (rc != 0)
+		for (size_t i = 0; i < n; i++)
+			ok[i] = false;
 	return rc;
 }

@@ -142,7 +142,7 @@ int ptracer_dump_frames(pid_t pid, int pidfd, const struct asker *who,
 
 /*
  * Asks the kernel whether a process with credentials cred may read each
- * of tasks (n of them, at most PTRACER_CHECK_MAX): the helper takes those
+ * of tasks (n of them; PTRACER_CHECK_MAX a round trip): the helper takes those
  * credentials and reads each task's /proc/PID/task/TID/ns/mnt link, which
  * the kernel allows exactly under its ptrace read rule (uids and gids,
  * capabilities, dumpable, namespaces, security modules). ok[i] is set for

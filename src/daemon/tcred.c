@@ -84,14 +84,8 @@ static void ask(const struct procid *id, pid_t pid, struct ptracer_task *tasks,
 	struct ptracer_cred cred = { .uid = id->uid[1],
 				     .gid = id->gid[1],
 				     .caps = id->cap_prm };
-	int rc = 0;
+	int rc = ptracer_check(&cred, tasks, n, ok);
 
-	for (size_t i = 0; rc == 0 && i < n; i += PTRACER_CHECK_MAX) {
-		size_t k =
-			n - i < PTRACER_CHECK_MAX ? n - i : PTRACER_CHECK_MAX;
-
-		rc = ptracer_check(&cred, tasks + i, k, ok + i);
-	}
 	if (rc == PTRACER_EGONE)
 		for (size_t i = 0; i < n; i++)
 			ok[i] = status_same(id, pid, tasks[i].tid);
