@@ -43,8 +43,14 @@
 #include "ptracer_msg.h"
 #include "symbols/unwind.h"
 
-#define SLOTS_ALL 2   /* snapshots in flight at once */
-#define SLOTS_USERS 1 /* of them, for requesters without priority */
+/*
+ * Snapshots in flight at once, and of them for requesters without
+ * priority: one uid at most one, so that another user's small snapshot
+ * never waits behind one user's snapshot of ten thousand threads; and
+ * one slot is left for root, the admin group and the token.
+ */
+#define SLOTS_ALL 3
+#define SLOTS_USERS 2
 
 static int ctl_fd = -1;
 static pid_t helper_pid = -1;
@@ -68,6 +74,7 @@ static pthread_cond_t turn_cond;
 static pthread_once_t turn_once = PTHREAD_ONCE_INIT;
 static struct turn *turns; /* waiting, oldest first */
 static unsigned busy_all, busy_users;
+static uid_t busy_uid[SLOTS_USERS]; /* the first busy_users: whose */
 static _Atomic unsigned nwaiting;
 static uid_t rr_last; /* the uid whose queue was served last */
 static bool rr_started;
@@ -251,9 +258,17 @@ static void turn_init(void)
 
 /*
  * The next turn of a requester without priority (under turn_lock): the
- * oldest of the uid that follows rr_last among those waiting, wrapping
- * around. NULL when none waits.
+ * oldest of the uid that follows rr_last among those waiting whose uid
+ * has no snapshot in flight, wrapping around. NULL when none may go.
  */
+static bool uid_busy(uid_t u)
+{
+	for (unsigned i = 0; i < busy_users; i++)
+		if (busy_uid[i] == u)
+			return true;
+	return false;
+}
+
 static struct turn *next_user_turn(void)
 {
 	struct turn *after = NULL, *lowest = NULL;
@@ -261,7 +276,7 @@ static struct turn *next_user_turn(void)
 	for (struct turn *t = turns; t; t = t->next) {
 		uid_t u = t->who.uid;
 
-		if (t->who.priority)
+		if (t->who.priority || uid_busy(u))
 			continue;
 		if (rr_started && u > rr_last && (!after || u < after->who.uid))
 			after = t;
@@ -304,7 +319,8 @@ static void grant(void)
 		unlink_turn(pick);
 		pick->granted = true;
 		busy_all++;
-		busy_users += !pick->who.priority;
+		if (!pick->who.priority)
+			busy_uid[busy_users++] = pick->who.uid;
 		pthread_cond_broadcast(&turn_cond);
 	}
 }
@@ -344,7 +360,11 @@ static void end_turn(const struct asker *who)
 {
 	pthread_mutex_lock(&turn_lock);
 	busy_all--;
-	busy_users -= !who->priority;
+	for (unsigned i = 0; !who->priority && i < busy_users; i++)
+		if (busy_uid[i] == who->uid) {
+			busy_uid[i] = busy_uid[--busy_users];
+			break;
+		}
 	grant();
 	pthread_mutex_unlock(&turn_lock);
 }

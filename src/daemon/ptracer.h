@@ -32,7 +32,9 @@
  * Whom a read is for. Snapshots are shared out among requesters: those
  * with priority (root, the admin group, the token) take a slot of their
  * own and never wait behind anyone's queue; everybody else waits in a
- * queue per uid, served round-robin by uid, one snapshot at a time. The
+ * queue per uid, served round-robin by uid, one snapshot of a uid at a
+ * time and two of different uids at once, so that no user's snapshot
+ * waits behind another user's (of ten thousand threads, say). The
  * daemon's own sampling of a process goes in its owner's queue.
  */
 struct asker {
