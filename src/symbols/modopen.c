@@ -16,11 +16,10 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* 0 when st is a regular file we may read, else a negative errno. */
@@ -134,31 +133,43 @@ int modopen_resolved(const char *path, char **real)
 }
 
 /*
- * path below root, resolved as the process whose root it is would, and
- * no further: never out of it (RESOLVE_IN_ROOT: "..", an absolute name
- * stay inside), through no symlink at all, magic or not. O_PATH: only the
- * inode is reached. Without openat2(2) (before Linux 5.6), root's path
- * and path joined, no final symlink followed.
+ * path below root, one component at a time as the process whose root it
+ * is would find it, and no further: every component opened with O_PATH
+ * and O_NOFOLLOW from the one before (so no symlink anywhere, and no
+ * absolute one that would lead out of that root), "." and ".." refused.
+ * Only the inode is reached. The fd, or a negative errno.
  */
 static int path_in_root(const char *root, const char *path)
 {
-	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
-				.resolve = RESOLVE_IN_ROOT |
-					   RESOLVE_NO_SYMLINKS |
-					   RESOLVE_NO_MAGICLINKS };
-	char joined[512];
-	int rfd, fd;
+	char comp[256];
+	int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 
-	rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (rfd < 0)
+	if (fd < 0)
 		return -errno;
-	fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
-	if (fd < 0 && errno == ENOSYS) {
-		snprintf(joined, sizeof(joined), "%s/%s", root, path);
-		fd = open(joined, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	while (*path) {
+		size_t n = strcspn(path, "/");
+		bool last = path[n] == '\0';
+		int next;
+
+		if (n == 0 || n >= sizeof(comp)) {
+			close(fd);
+			return -EINVAL;
+		}
+		memcpy(comp, path, n);
+		comp[n] = '\0';
+		if (strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+			close(fd);
+			return -EINVAL;
+		}
+		next = openat(fd, comp,
+			      O_PATH | O_NOFOLLOW | O_CLOEXEC |
+				      (last ? 0 : O_DIRECTORY));
+		close(fd);
+		if (next < 0)
+			return errno == ENOTDIR ? -ELOOP : -errno;
+		fd = next;
+		path += n + !last;
 	}
-	fd = fd < 0 ? -errno : fd;
-	close(rfd);
 	return fd;
 }
 

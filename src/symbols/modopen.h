@@ -37,12 +37,12 @@ int modopen_file(const char *path, unsigned flags);
 int modopen_resolved(const char *path, char **real);
 
 /*
- * As modopen_file(), for path (relative) inside another process's root
- * directory root (/proc/PID/root): resolved as that process would, never
- * leaving it, and through no symlink at all (a process's files are its
- * own to lay out: a symlink there could name anything of ours). *st gets
- * the file's status. Returns the fd or a negative errno (-ELOOP for a
- * symlink on the way).
+ * As modopen_file(), for path (relative, "a/b") inside another process's
+ * root directory root (/proc/PID/root): resolved as that process would,
+ * never leaving it, and through no symlink at all (a process's files are
+ * its own to lay out: a symlink there could name anything of ours). *st
+ * gets the file's status. Returns the fd or a negative errno (-ELOOP for
+ * a symlink on the way).
  */
 struct stat;
 int modopen_in_root(const char *root, const char *path, struct stat *st);
