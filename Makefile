@@ -88,12 +88,17 @@ KREAD_SKEL := $(BUILD)/gen/kread/kread.skel.h
 KREAD_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(filter-out %.bpf.c,$(wildcard src/kread/*.c))))
 KREAD_LIBS  = $(shell $(PKG_CONFIG) --libs libbpf 2>/dev/null || echo -lbpf)
 
+# Privilege separation (src/privsep/): the processes' sandboxes, in the
+# daemon and the CLI; libseccomp writes their filters.
+PRIVSEP_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/privsep/*.c)))
+SECCOMP_LIBS = $(shell $(PKG_CONFIG) --libs libseccomp 2>/dev/null || echo -lseccomp)
+
 DAEMON_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/daemon/*.c))) \
-               $(KREAD_OBJS)
+               $(KREAD_OBJS) $(PRIVSEP_OBJS)
 DAEMON_LIBS = $(shell $(PKG_CONFIG) --libs libmicrohttpd libsystemd 2>/dev/null) \
-              $(KREAD_LIBS)
+              $(KREAD_LIBS) $(SECCOMP_LIBS)
 CLI_OBJS  := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(sort $(wildcard src/cli/*.c))) \
-             $(KREAD_OBJS)
+             $(KREAD_OBJS) $(PRIVSEP_OBJS)
 CURL_LIBS  = $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
 
 DEPS_STAMP := $(BUILD)/.deps-build
@@ -168,7 +173,7 @@ $(BUILD)/stackwatchd: $(DAEMON_OBJS) $(WEB_OBJ) $(BUILD)/libstackwatch.a
 
 $(BUILD)/stackwatch: $(CLI_OBJS) $(BUILD)/libstackwatch.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
-	    $(CURL_LIBS) $(KREAD_LIBS) $(SW_LIBS)
+	    $(CURL_LIBS) $(KREAD_LIBS) $(SECCOMP_LIBS) $(SW_LIBS)
 
 # The BPF object: CO-RE, so the fields it reads are found in the running
 # kernel's BTF when it is loaded (src/kread/vmtypes.h says why no
@@ -376,7 +381,8 @@ tsan:
 
 ALL_C := $(LIB_SRCS) $(UNIT_SRCS) $(IT_SRCS) $(SEC_SRCS) $(FIX_C) $(FIX_CXX) \
          $(BENCH_SRCS) $(wildcard tests/fuzz/*.c) \
-         $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c src/kread/*.c)
+         $(wildcard src/agent/*.c src/daemon/*.c src/cli/*.c src/kread/*.c \
+                    src/privsep/*.c)
 ALL_H := $(wildcard include/*.h src/*/*.h src/*/*/*.h tests/unit/*.h \
          tests/integration/*.h tests/security/*.h)
 
@@ -387,7 +393,7 @@ lint: $(PROTO_H) $(KREAD_SKEL)
 	    --suppress=missingIncludeSystem -Iinclude -Isrc -I$(BUILD)/gen \
 	    -isrc/kread/kread.bpf.c -isrc/kread/skel.c src
 	clang-tidy --quiet $(LIB_SRCS) $(wildcard src/agent/*.c src/daemon/*.c \
-	    src/cli/*.c) $(filter-out src/kread/skel.c,$(KREAD_OBJS:$(BUILD)/obj/%.o=src/%.c)) \
+	    src/cli/*.c src/privsep/*.c) $(filter-out src/kread/skel.c,$(KREAD_OBJS:$(BUILD)/obj/%.o=src/%.c)) \
 	    -- -std=gnu11 -Iinclude -Isrc -I$(BUILD)/gen $(PKG_CFLAGS)
 
 format:

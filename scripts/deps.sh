@@ -9,9 +9,12 @@ set -eu
 
 build="gcc g++ make pkg-config libunwind-dev libdw-dev libelf-dev liblzma-dev \
 libcjson-dev libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev \
-protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libbpf-dev bpftool clang"
+protobuf-c-compiler libprotobuf-c-dev zlib1g-dev libbpf-dev bpftool clang \
+libseccomp-dev"
 # libbpf-dev, bpftool, clang (build): the kernel reads' BPF program
 # (src/kread/), compiled for the BPF target and turned into a skeleton.
+# libseccomp-dev: the seccomp filters of the daemon's processes
+# (src/privsep/).
 # clang: also the libFuzzer pass; prometheus: promtool checks /metrics;
 # strace: proves the daemon sends no signal; curl: the README's examples;
 # nginx-light: a real daemonizing server under the agent; python3: a real

@@ -11,8 +11,9 @@
 # the unit's system call filter, root over TCP (curl on 127.0.0.1:9407) is
 # known as root by the socket diagnostics and sees every process, WATCHDOG=1
 # keeps a 2 s watchdog happy, a stopped (SIGSTOP) daemon is restarted by the
-# watchdog, every HTTP endpoint answers, and "systemctl stop" ends it with
-# status 0.
+# watchdog, every HTTP endpoint answers, every process of the daemon has
+# the protections it is promised in force (/api/v1/status "processes"),
+# and "systemctl stop" ends it with status 0.
 #
 # Usage: sh scripts/unit-check.sh [BUILD]   (as root; after make)
 #        sh scripts/unit-check.sh --can-run
@@ -224,6 +225,9 @@ for path in /stacks "/stacks?pid=$demo" "/stacks?format=folded" \
 		"http://localhost$path")"
 done
 echo "codes=$codes"
+# Every process of the daemon and its protections, as the kernel says.
+curl -s --max-time 5 --unix-socket /run/stackwatch/http.sock \
+	http://localhost/api/v1/status >"$LOG/status.json"
 pid=$(show MainPID)
 kill -STOP "$pid"
 # Watchdog 2 s, then SIGABRT, SIGKILL 3 s later, RestartSec=2s: ~8 s.
@@ -318,6 +322,26 @@ check "nobody does not list the daemon (root's)" \
 	"$(grep -q '"self":true' "$t/log/targets-nobody.json" "$t/log/targets-nobody-tcp.json" || echo yes)"
 check "nobody dumps its sleep (200) but not the daemon (404), over both:$(sed -n 's/^nobody-codes=//p' "$p")" \
 	"$(is '^nobody-codes=200 404 200 404$' "$p")"
+# Each process's promised protections are in force: a filter of its own
+# (seccomp 2), no_new_privs, nothing listed as missing.
+prot=$(python3 -c '
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+    ps = d["processes"]
+except Exception as e:
+    print("no status: %s" % e)
+    sys.exit(0)
+bad = []
+for p in ps:
+    if p["seccomp"] != 2 or not p["no_new_privs"] or p["missing"]:
+        bad.append("%s %d: seccomp %s, no_new_privs %s, missing %s" % (
+            p["role"], p["pid"], p["seccomp"], p["no_new_privs"],
+            "; ".join("%s (%s)" % (m["protection"], m["why"]) for m in p["missing"])))
+print("; ".join(bad) if bad else "ok %d processes" % len(ps))
+' "$t/log/status.json" 2>&1)
+check "every process's protections are in force under the unit: $prot" \
+	"$(case "$prot" in "ok "*) echo yes ;; esac)"
 check "a stopped daemon is restarted by the watchdog" \
 	"$(is '^after-stop=active restarts=1 pid-changed=yes$' "$p")"
 check "systemctl stop: STOPPING=1, exit status 0" "$(is '^stopped=success/0$' "$p")"
@@ -325,6 +349,7 @@ check "the daemon's log has no warning or error" \
 	"$(grep -q '^<[0-4]>\|^stackwatchd:' "$t/log/daemon.log" || echo yes)"
 if [ "$failed" -ne 0 ]; then
 	sed 's/^/# /' "$p" "$t/log/daemon.log" "$t/log/targets.json" \
+		"$t/log/status.json" \
 		"$t/log/targets-tcp.json" "$t/log/sleeper.txt" "$t/log/demo.log"
 fi
 if teardown; then

@@ -28,6 +28,7 @@
 #include "kread/ksnap.h"
 #include "kread/perfsample.h"
 #include "model/procfs.h"
+#include "privsep/filter.h"
 #include "log.h"
 #include "model/clock.h"
 #include "ptracer_msg.h"
@@ -428,8 +429,22 @@ static void start_kread(bool wanted)
 					       sizeof(kr_status.perf_why));
 }
 
+/* The core's own seccomp filter (privsep/filter.h), but in ASan builds. */
+static int lock_core(char *why, size_t size)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	snprintf(why, size,
+		 "an AddressSanitizer build: its leak checker ptraces the "
+		 "process at exit");
+	return -ENOSYS;
+#else
+	return filter_lock_core(why, size);
+#endif
+}
+
 int ptracer_main(int fd, bool kernel_reads)
 {
+	char cwhy[160];
 	int type = 0, sfd;
 	socklen_t len = sizeof(type);
 	struct own_cred own;
@@ -447,6 +462,11 @@ int ptracer_main(int fd, bool kernel_reads)
 				"stackwatchd itself\n");
 		return 2;
 	}
+	if (caps_keep(PTRACER_CORE_CAPS, cwhy, sizeof(cwhy)) < 0)
+		fprintf(stderr,
+			"stackwatchd: the snapshot helper cannot give up "
+			"capabilities: %s\n",
+			cwhy);
 	warn_priority();
 	start_kread(kernel_reads);
 	signal(SIGPIPE, SIG_IGN);
@@ -465,6 +485,9 @@ int ptracer_main(int fd, bool kernel_reads)
 		free(buf);
 		return 1;
 	}
+	/* Everything is open that will be: from here on, read only. */
+	kr_status.filter_err =
+		lock_core(kr_status.filter_why, sizeof(kr_status.filter_why));
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
 				       { .fd = sfd, .events = POLLIN } };

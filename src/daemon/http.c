@@ -37,6 +37,7 @@
 #include "cond.h"
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
+#include "guard.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -1445,11 +1446,46 @@ static enum MHD_Result handle_status(struct MHD_Connection *c)
 	    !cJSON_AddItemToObject(m, "perf", method_json(perf, pwhy)) ||
 	    !cJSON_AddItemToObject(
 		    m, "ptrace",
-		    method_json(helper, "no snapshot helper runs"))) {
+		    method_json(helper, "no snapshot helper runs")) ||
+	    !cJSON_AddItemToObject(doc, "processes", guard_processes()) ||
+	    !cJSON_AddItemToObject(doc, "degraded", guard_degraded())) {
 		cJSON_Delete(doc);
 		return send_unrenderable(c);
 	}
 	return send_json(c, MHD_HTTP_OK, doc);
+}
+
+static enum MHD_Result handle_text(struct MHD_Connection *c, const char *s);
+
+/*
+ * /healthz: "ok" when the daemon can do its job, else 503 with what keeps
+ * it from it, one reason a line (guard.h).
+ */
+static enum MHD_Result handle_healthz(struct MHD_Connection *c)
+{
+	cJSON *d = guard_degraded(), *r;
+	struct buf b;
+	char *body;
+
+	if (!d)
+		return send_unrenderable(c);
+	if (cJSON_GetArraySize(d) == 0) {
+		cJSON_Delete(d);
+		return handle_text(c, "ok\n");
+	}
+	buf_init(&b, 1 << 16);
+	cJSON_ArrayForEach(r, d)
+	{
+		if (cJSON_IsString(r))
+			buf_addf(&b, "%s\n", r->valuestring);
+	}
+	cJSON_Delete(d);
+	if (buf_detach(&b, &body) < 0) {
+		buf_release(&b);
+		return send_unrenderable(c);
+	}
+	return send_body(c, MHD_HTTP_SERVICE_UNAVAILABLE, QUERY_TEXT, body,
+			 strlen(body));
 }
 
 static enum MHD_Result handle_redirect(struct MHD_Connection *c, const char *to)
@@ -1678,7 +1714,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 		return send_error(c, MHD_HTTP_FORBIDDEN, QUERY_JSON,
 				  "Host header not allowed (see --allow-host)");
 	if (strcmp(url, "/healthz") == 0)
-		return handle_text(c, "ok\n");
+		return handle_healthz(c);
 	if (!authorized(h, c))
 		return send_unauthorized(c);
 	/* With a token configured, whoever got this far presented it. */

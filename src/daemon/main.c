@@ -23,6 +23,7 @@
 #include "notify.h"
 #include "options.h"
 #include "gate.h"
+#include "guard.h"
 #include "ptracer.h"
 #include "registry.h"
 #include "scheduler.h"
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
 	struct stacks st;
 	struct http *http = NULL;
 	struct scheduler *sched = NULL;
-	char url[128], why[256];
+	char url[128], why[256], lwhy[200] = "";
 	sigset_t set;
 	int rc, port, sig, prc, lrc;
 
@@ -110,7 +111,9 @@ int main(int argc, char **argv)
 	 * before any thread; this one forbids itself ptrace from here on.
 	 */
 	prc = ptracer_start(o.kernel_reads);
-	lrc = prc == 0 ? ptracer_lockdown() : 0;
+	lrc = prc == 0 ? ptracer_lockdown(lwhy, sizeof(lwhy)) : 0;
+	guard_service_locked(prc == 0 && lrc == 0,
+			     prc < 0 ? "no snapshot helper runs" : lwhy);
 	notify_init();
 	block_signals(&set);
 	/* Our own threads are a target too: install the collector first. */
@@ -181,11 +184,14 @@ int main(int argc, char **argv)
 		log_warn("no ptrace snapshots: cannot start the snapshot "
 			 "helper: %s",
 			 sw_strerror(prc));
+	else if (lrc == 0)
+		log_info("ptrace snapshots by helper pid %d; ptrace is denied "
+			 "to this process",
+			 (int)ptracer_pid());
 	else
-		log_info("ptrace snapshots by helper pid %d; ptrace is %s",
-			 (int)ptracer_pid(),
-			 lrc == 0 ? "denied to this process"
-				  : "not locked out of this process");
+		log_warn("this process's seccomp filter is not in force (%s): "
+			 "ptrace and the rest are not locked out of it",
+			 lwhy);
 	/* Said at the default level only when something is missing. */
 	if (ptracer_kernel_status(why, sizeof(why)) == 0)
 		log_info("kernel reads: on (blocked threads are read with no "

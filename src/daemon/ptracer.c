@@ -15,10 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/audit.h>
 #include <linux/capability.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +37,7 @@
 #include "log.h"
 #include "model/clock.h"
 #include "modfile.h"
+#include "privsep/filter.h"
 #include "ptracer_msg.h"
 #include "symbols/unwind.h"
 
@@ -60,6 +58,8 @@ static int kread_err = 1; /* 1: not asked yet */
 static char kread_why[240];
 static int perf_err = -EAGAIN;
 static char perf_why[160] = "not known";
+static int filter_err = -EAGAIN;
+static char filter_why[200] = "not known";
 static pthread_mutex_t kread_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A request for a snapshot waiting for its turn. */
@@ -134,97 +134,25 @@ int ptracer_start(bool kernel_reads)
 	return 0;
 }
 
-/*
- * Drops CAP_SETUID and CAP_SETGID from the calling thread (and so from
- * every thread it starts later): the helper alone takes other credentials.
- */
-static void drop_setid_caps(void)
+int ptracer_lockdown(char *why, size_t size)
 {
-	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3,
-						0 };
-	struct __user_cap_data_struct data[2];
-	const uint32_t mask = ~((1u << CAP_SETUID) | (1u << CAP_SETGID));
+	char cwhy[160];
+	int rc;
 
-	if (syscall(SYS_capget, &hdr, data) != 0)
-		return;
-	data[0].effective &= mask;
-	data[0].permitted &= mask;
-	data[0].inheritable &= mask;
-	if (syscall(SYS_capset, &hdr, data) != 0)
-		log_warn("cannot drop CAP_SETUID and CAP_SETGID: %s",
-			 strerror(errno));
-}
-
-int ptracer_lockdown(void)
-{
-	drop_setid_caps();
+	if (caps_keep(PTRACER_SERVICE_CAPS, cwhy, sizeof(cwhy)) < 0)
+		log_warn("cannot give up capabilities: %s", cwhy);
 #if defined(__SANITIZE_ADDRESS__)
-	return -ENOSYS;
-#elif defined(__x86_64__)
-	/*
-	 * What the helper holds and the daemon gives up: reading and writing
-	 * other processes, taking other credentials, and the real-time
-	 * priority the helper freezes threads at (snapshot.c).
-	 */
-	static const unsigned denied[] = {
-		__NR_ptrace,
-		__NR_process_vm_readv,
-		__NR_process_vm_writev,
-		__NR_sched_setscheduler,
-		__NR_sched_setattr,
-		__NR_sched_setparam,
-		__NR_setpriority,
-		__NR_setuid,
-		__NR_setgid,
-		__NR_setreuid,
-		__NR_setregid,
-		__NR_setresuid,
-		__NR_setresgid,
-		__NR_setfsuid,
-		__NR_setfsgid,
-		__NR_setgroups,
-		__NR_capset,
-		/* Kernel reads: the helper's too (kread/). */
-		__NR_bpf,
-		__NR_perf_event_open,
-	};
-	enum { NDENIED = sizeof(denied) / sizeof(denied[0]) };
-	struct sock_filter f[5 + NDENIED + 2];
-	struct sock_fprog prog = { .len = 0, .filter = f };
-	unsigned n = 0;
-
-	f[n++] = (struct sock_filter)BPF_STMT(
-		BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
-	/* Another architecture's calls: denied, all of them. */
-	f[n++] = (struct sock_filter)BPF_JUMP(
-		BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, NDENIED + 3);
-	f[n++] = (struct sock_filter)BPF_STMT(
-		BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-	/* x32 calls have their own numbers: none of them either. */
-	f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K,
-					      0x40000000u, NDENIED + 1, 0);
-	for (unsigned i = 0; i < NDENIED; i++)
-		f[n++] = (struct sock_filter)BPF_JUMP(
-			BPF_JMP | BPF_JEQ | BPF_K, denied[i],
-			(unsigned char)(NDENIED - i), 0);
-	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K,
-					      SECCOMP_RET_ALLOW);
-	f[n++] = (struct sock_filter)BPF_STMT(
-		BPF_RET | BPF_K,
-		SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA));
-	prog.len = (unsigned short)n;
-	/* It denies with EPERM what our handler never calls: our own
-	 * threads stay dumpable by signal. */
-	collect_trust_own_seccomp();
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-		    SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
-		return -errno;
-	return 0;
-#else
+	snprintf(why, size,
+		 "an AddressSanitizer build: its leak checker ptraces the "
+		 "process at exit");
 	return -ENOSYS;
 #endif
+	rc = filter_lock_service(why, size);
+	/* It denies with EPERM what our handler never calls: our own
+	 * threads stay dumpable by signal. */
+	if (rc == 0)
+		collect_trust_own_seccomp();
+	return rc;
 }
 
 void ptracer_stop(void)
@@ -595,6 +523,11 @@ int ptracer_kernel_status(char *why, size_t size)
 			snprintf(kread_why, sizeof(kread_why), "%s", hs.why);
 			perf_err = hs.perf_err > 0 ? -EINVAL : hs.perf_err;
 			snprintf(perf_why, sizeof(perf_why), "%s", hs.perf_why);
+			hs.filter_why[sizeof(hs.filter_why) - 1] = '\0';
+			filter_err =
+				hs.filter_err > 0 ? -EINVAL : hs.filter_err;
+			snprintf(filter_why, sizeof(filter_why), "%s",
+				 hs.filter_why);
 		} else {
 			kread_err = rc;
 			snprintf(kread_why, sizeof(kread_why),
@@ -605,6 +538,19 @@ int ptracer_kernel_status(char *why, size_t size)
 	rc = kread_err;
 	if (why && size)
 		snprintf(why, size, "%s", kread_why);
+	pthread_mutex_unlock(&kread_lock);
+	return rc;
+}
+
+int ptracer_filter_status(char *why, size_t size)
+{
+	int rc;
+
+	ptracer_kernel_status(NULL, 0); /* asks the helper once */
+	pthread_mutex_lock(&kread_lock);
+	rc = filter_err;
+	if (why && size)
+		snprintf(why, size, "%s", filter_why);
 	pthread_mutex_unlock(&kread_lock);
 	return rc;
 }

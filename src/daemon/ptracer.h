@@ -25,6 +25,26 @@
 #include "model/dump.h"
 #include "snapshot/snapshot.h"
 
+#include "privsep/caps.h"
+
+/*
+ * The capabilities each process keeps (what is not here is dropped for
+ * good at start, whoever started the daemon): the helper reads other
+ * processes (CAP_SYS_PTRACE, CAP_BPF, CAP_PERFMON, at real-time
+ * priority: CAP_SYS_NICE), opens what they map (CAP_DAC_READ_SEARCH,
+ * CAP_CHECKPOINT_RESTORE) and takes a requester's credentials for the
+ * access check (CAP_SETUID, CAP_SETGID); the daemon proper reads their
+ * /proc files and mapped files (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
+ * CAP_CHECKPOINT_RESTORE), their kernel stacks (CAP_SYS_ADMIN, when it
+ * has it) and may listen on a port below 1024.
+ */
+#define PTRACER_CORE_CAPS                                           \
+	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(23) | \
+	 CAPS_BIT(6) | CAPS_BIT(7) | CAPS_BIT(38) | CAPS_BIT(39))
+#define PTRACER_SERVICE_CAPS                                        \
+	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(21) | \
+	 CAPS_BIT(10))
+
 /* The helper is gone (killed): no snapshot can be taken until restart. */
 #define PTRACER_EGONE (-21201)
 
@@ -74,19 +94,24 @@ int ptracer_start(bool kernel_reads);
  */
 int ptracer_kernel_status(char *why, size_t size);
 
+/* Whether the helper's own seccomp filter is in force: 0, or why not (as
+ * ptracer_kernel_status()). */
+int ptracer_filter_status(char *why, size_t size);
+
 /* Whether it samples running threads of processes without the agent by
  * perf (else they are ptraced): as ptracer_kernel_status(). */
 int ptracer_perf_status(char *why, size_t size);
 
 /*
- * Forbids the calling process ptrace, the process_vm_* calls and every
- * change of its credentials from now on (every thread, present and
- * future), and drops CAP_SETUID and CAP_SETGID: only the helper reads
- * other processes or takes a requester's credentials. Returns 0 or a
- * negative errno. Builds with AddressSanitizer skip the filter: its leak
+ * Forbids the calling process ptrace, the process_vm_* calls, bpf,
+ * perf_event_open and every change of its credentials from now on (every
+ * thread, present and future; privsep/filter.h), and keeps of its
+ * capabilities PTRACER_SERVICE_CAPS only: only the helper reads other
+ * processes or takes a requester's credentials. Returns 0 or a negative errno
+ * with why (size bytes). Builds with AddressSanitizer skip the filter: its leak
  * checker ptraces the process at exit.
  */
-int ptracer_lockdown(void);
+int ptracer_lockdown(char *why, size_t size);
 
 /* Ends the helper (closes its socket and reaps it). */
 void ptracer_stop(void);

@@ -33,6 +33,8 @@ struct helper_status {
 	int32_t perf_err;  /* 0: it samples running threads by perf */
 	char why[240];	   /* in words, when it does not */
 	char perf_why[160];
+	int32_t filter_err; /* 0: its seccomp filter is in force */
+	char filter_why[200];
 };
 
 struct request {

@@ -31,8 +31,9 @@ allowed() {
 	render) echo "symbols model" ;;
 	api) echo "collector collector/signal symbols render model" ;;
 	agent) echo "collector collector/signal model" ;;
-	daemon) echo "collector collector/signal kread snapshot symbols render model" ;;
-	cli) echo "kread snapshot symbols render model" ;;
+	privsep) echo "snapshot symbols model" ;;
+	daemon) echo "collector collector/signal kread privsep snapshot symbols render model" ;;
+	cli) echo "kread privsep snapshot symbols render model" ;;
 	*) echo "?" ;;
 	esac
 }
