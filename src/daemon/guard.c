@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cores.h"
 #include "guard.h"
 #include "model/procfs.h"
 #include "ptracer.h"
@@ -169,7 +170,8 @@ static cJSON *process_json(const char *role, pid_t pid, uint64_t allowed,
 cJSON *guard_processes(void)
 {
 	cJSON *arr = cJSON_CreateArray(), *o;
-	pid_t core = ptracer_pid();
+	pid_t core[CORES];
+	size_t ncores = cores_pids(core);
 	char why[200];
 
 	if (!arr)
@@ -178,11 +180,11 @@ cJSON *guard_processes(void)
 			 service_locked ? NULL : service_why);
 	if (o)
 		cJSON_AddItemToArray(arr, o);
-	if (core > 0) {
+	why[0] = '\0';
+	if (ncores && ptracer_filter_status(why, sizeof(why)) == 0)
 		why[0] = '\0';
-		if (ptracer_filter_status(why, sizeof(why)) == 0)
-			why[0] = '\0';
-		o = process_json("core", core, PTRACER_CORE_CAPS, why);
+	for (size_t i = 0; i < ncores; i++) {
+		o = process_json("core", core[i], PTRACER_CORE_CAPS, why);
 		if (o)
 			cJSON_AddItemToArray(arr, o);
 	}
@@ -192,11 +194,9 @@ cJSON *guard_processes(void)
 cJSON *guard_degraded(void)
 {
 	cJSON *arr = cJSON_CreateArray();
+	char why[240];
 
-	if (arr && ptracer_pid() <= 0)
-		cJSON_AddItemToArray(
-			arr,
-			cJSON_CreateString("no snapshot helper runs: processes "
-					   "without the agent cannot be read"));
+	if (arr && cores_state(why, sizeof(why)) != 0)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(why));
 	return arr;
 }

@@ -8,9 +8,16 @@
  * is released when that child exits, even by SIGKILL), watches its
  * children's deadlines, and answers access checks at once, between them,
  * under the requester's credentials. It parses nothing but its requests.
+ *
+ * Two helpers run, each the keeper of the other (cores.h): when its peer
+ * dies, a helper starts a new one from its own executable (at once, then
+ * with a backoff while they keep dying) and hands the new one's control
+ * socket to the daemon. A helper ends when the daemon does: its control
+ * socket closes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
@@ -53,6 +60,24 @@ static struct child children[PTRACER_MAX_CHILDREN];
 /* The kernel reader, loaded once; each child reads in its own slot. */
 static struct kread *kr;
 static struct helper_status kr_status;
+
+/*
+ * The peer this helper keeps: its pidfd (-1: none known, or gone), and
+ * when to start a new one when it is gone (0: not due).
+ */
+static int peer_pidfd = -1;
+static uint64_t respawn_at_ns;
+static uint64_t peer_started_ns; /* 0: the daemon started it */
+static unsigned peer_failures;	 /* quick deaths in a row */
+static int exe_fd = -1;		 /* our own program, O_PATH */
+static bool kernel_reads_on;
+/* For the test suite: a pause before each restart, so that the time in
+ * between can be looked at ($STACKWATCH_TEST_RESPAWN_MS). */
+static uint64_t respawn_test_ms;
+
+/* A peer that lived less than this died at start: back off. */
+#define PEER_QUICK_NS (10ull * 1000000000ull)
+#define PEER_BACKOFF_MAX_MS 10000
 
 /*
  * Receives one request into buf (MAX_REQUEST bytes). Returns 1 with the
@@ -107,12 +132,13 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
 	     (rq.pid <= 0 || rq.n > PTRACER_SAME_MAX ||
 	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_same) ||
 	      (rq.flags & ~(uint32_t)(REQF_KERNEL_ONLY | REQF_DEEP)))) ||
-	    (rq.kind == REQ_STATUS && n != (ssize_t)sizeof(rq)) ||
+	    ((rq.kind == REQ_STATUS || rq.kind == REQ_PEER) &&
+	     n != (ssize_t)sizeof(rq)) ||
 	    (rq.kind == REQ_CHECK &&
 	     (rq.n > PTRACER_CHECK_MAX ||
 	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_task))) ||
 	    (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_CHECK &&
-	     rq.kind != REQ_STATUS)) {
+	     rq.kind != REQ_STATUS && rq.kind != REQ_PEER)) {
 		if (*answer_fd >= 0)
 			close(*answer_fd);
 		if (*pinned >= 0)
@@ -277,10 +303,13 @@ static void wait_for_slot(int sfd)
 	}
 }
 
-/* Milliseconds until the next child's deadline; -1 when none runs. */
+/*
+ * Milliseconds until the next child's deadline or the peer's restart; -1
+ * when none is due.
+ */
 static int next_deadline_ms(void)
 {
-	uint64_t now = clock_now_ns(), first = 0;
+	uint64_t now = clock_now_ns(), first = respawn_at_ns;
 
 	for (size_t i = 0; i < PTRACER_MAX_CHILDREN; i++)
 		if (children[i].pid && (!first || children[i].until < first))
@@ -345,8 +374,6 @@ static void restore_cred(const struct own_cred *o)
 				"its own credentials back: exiting\n");
 		_exit(1);
 	}
-	/* A change of the effective ids cleared it. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
 /*
@@ -438,8 +465,89 @@ static int lock_core(char *why, size_t size)
 		 "process at exit");
 	return -ENOSYS;
 #else
-	return filter_lock_core(why, size);
+	return filter_lock_core(exe_fd, why, size);
 #endif
+}
+
+/*
+ * Starts a new peer from our own program, with a new control socket, and
+ * hands the daemon that socket's other end and the new peer's pid on ctl.
+ * Nothing is said when it cannot: the restart is tried again later.
+ */
+static void spawn_peer(int ctl)
+{
+	static char name[] = "stackwatchd", opt[] = "--snapshot-helper",
+		    off[] = "--no-kernel-reads", empty[] = "";
+	char *argv[] = { name, opt, kernel_reads_on ? NULL : off, NULL };
+	struct core_msg m = { .magic = CORE_MSG_MAGIC, .kind = CORE_NEW_PEER };
+	char ctrl[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &io,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
+	struct cmsghdr *c;
+	int sv[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	pid = fork();
+	if (pid == 0) {
+		/* fd 3 without close-on-exec, the daemon's end in its place */
+		if (dup2(sv[1], PTRACER_FD) < 0)
+			_exit(127);
+		syscall(SYS_execveat, exe_fd, empty, argv, environ,
+			AT_EMPTY_PATH);
+		_exit(127);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	m.pid = pid;
+	memset(ctrl, 0, sizeof(ctrl));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &sv[0], sizeof(int));
+	/* A daemon that cannot take it closes nothing of ours: the new
+	 * peer ends with its control socket, and is started again. */
+	(void)!sendmsg(ctl, &mh, MSG_NOSIGNAL);
+	close(sv[0]);
+	peer_started_ns = clock_now_ns();
+	respawn_at_ns = 0;
+	/* Kept from now on, before the daemon says so too (REQ_PEER). */
+	peer_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* The peer is gone: a new one is due, at once or after a backoff. */
+static void peer_gone(void)
+{
+	uint64_t now = clock_now_ns(), ms;
+
+	close(peer_pidfd);
+	peer_pidfd = -1;
+	if (peer_started_ns && now - peer_started_ns < PEER_QUICK_NS)
+		peer_failures++;
+	else
+		peer_failures = 0;
+	ms = peer_failures ? 250ull << (peer_failures - 1) : 0;
+	if (ms > PEER_BACKOFF_MAX_MS)
+		ms = PEER_BACKOFF_MAX_MS;
+	ms += respawn_test_ms;
+	respawn_at_ns = now + ms * 1000000ull;
+}
+
+/* Takes pidfd as the peer to keep (REQ_PEER). */
+static void take_peer(int pidfd)
+{
+	if (peer_pidfd >= 0)
+		close(peer_pidfd);
+	peer_pidfd = pidfd;
+	respawn_at_ns = 0;
 }
 
 int ptracer_main(int fd, bool kernel_reads)
@@ -451,11 +559,14 @@ int ptracer_main(int fd, bool kernel_reads)
 	sigset_t chld;
 	uint8_t *buf;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_NAME, "sw-ptrace");
-	/* The daemon died before we could follow it: nothing to serve. */
-	if (getppid() == 1)
-		return 0;
+	kernel_reads_on = kernel_reads;
+	if (getenv("STACKWATCH_TEST_RESPAWN_MS"))
+		respawn_test_ms = strtoull(getenv("STACKWATCH_TEST_RESPAWN_MS"),
+					   NULL, 10);
+	if (respawn_test_ms > 60000)
+		respawn_test_ms = 60000;
+	exe_fd = open("/proc/self/exe", O_PATH | O_CLOEXEC);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
 	    type != SOCK_SEQPACKET) {
 		fprintf(stderr, "stackwatchd: --snapshot-helper is started by "
@@ -489,18 +600,23 @@ int ptracer_main(int fd, bool kernel_reads)
 	kr_status.filter_err =
 		lock_core(kr_status.filter_why, sizeof(kr_status.filter_why));
 	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = sfd, .events = POLLIN } };
+		struct pollfd p[3] = { { .fd = fd, .events = POLLIN },
+				       { .fd = sfd, .events = POLLIN },
+				       { .fd = peer_pidfd, .events = POLLIN } };
 		struct signalfd_siginfo si;
 		struct request rq;
 		int answer_fd, pinned, r;
 
-		r = poll(p, 2, next_deadline_ms());
+		r = poll(p, peer_pidfd >= 0 ? 3 : 2, next_deadline_ms());
 		if (r < 0 && errno != EINTR)
 			break;
 		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 			;
 		tend_children();
+		if (peer_pidfd >= 0 && r > 0 && p[2].revents)
+			peer_gone();
+		if (respawn_at_ns && clock_now_ns() >= respawn_at_ns)
+			spawn_peer(fd);
 		if (r <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		r = recv_request(fd, buf, &answer_fd, &pinned);
@@ -515,13 +631,17 @@ int ptracer_main(int fd, bool kernel_reads)
 				fd, &rq,
 				(const struct request_same *)(buf + sizeof(rq)),
 				answer_fd, pinned);
-		} else if (rq.kind == REQ_STATUS)
+		} else if (rq.kind == REQ_STATUS) {
 			(void)!write(answer_fd, &kr_status, sizeof(kr_status));
-		else
+		} else if (rq.kind == REQ_PEER) {
+			take_peer(answer_fd);
+			answer_fd = -1; /* kept */
+		} else
 			check(&own, &rq,
 			      (const struct request_task *)(buf + sizeof(rq)),
 			      answer_fd);
-		close(answer_fd);
+		if (answer_fd >= 0)
+			close(answer_fd);
 		if (pinned >= 0)
 			close(pinned);
 	}

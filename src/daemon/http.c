@@ -37,6 +37,7 @@
 #include "cond.h"
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
+#include "cores.h"
 #include "guard.h"
 #include "http.h"
 #include "log.h"
@@ -1430,7 +1431,7 @@ static enum MHD_Result handle_status(struct MHD_Connection *c)
 {
 	cJSON *doc = cJSON_CreateObject(), *m = cJSON_CreateObject();
 	char why[240], pwhy[160];
-	bool helper = ptracer_pid() > 0, kernel, perf;
+	bool helper = cores_state(NULL, 0) < 2, kernel, perf;
 
 	kernel = ptracer_kernel_status(why, sizeof(why)) == 0;
 	perf = ptracer_perf_status(pwhy, sizeof(pwhy)) == 0;

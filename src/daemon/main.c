@@ -17,6 +17,7 @@
 
 #include "collector/collect.h"
 #include "collector/signal/handler.h"
+#include "cores.h"
 #include "http.h"
 #include "log.h"
 #include "model/clock.h"
@@ -57,10 +58,14 @@ static int wait_for_stop(const sigset_t *set)
 /* A symbolization this long is stuck, not slow: past any budget. */
 #define SYM_STUCK_NS (30ull * 1000000000ull)
 
-/* For the watchdog: the symbolizer makes progress. */
+/*
+ * For the watchdog: the daemon can do its job: the symbolizer makes
+ * progress, and a snapshot helper runs (with none, none can come back).
+ */
 static bool healthy(void *arg)
 {
-	return !stacks_sym_stuck(arg, clock_now_ns(), SYM_STUCK_NS);
+	return !stacks_sym_stuck(arg, clock_now_ns(), SYM_STUCK_NS) &&
+	       cores_state(NULL, 0) < 2;
 }
 
 int main(int argc, char **argv)
@@ -116,6 +121,10 @@ int main(int argc, char **argv)
 			     prc < 0 ? "no snapshot helper runs" : lwhy);
 	notify_init();
 	block_signals(&set);
+	/* The helpers' keeper: a thread, so after the lockdown. */
+	if (prc == 0 && (rc = cores_supervise()) < 0)
+		log_warn("the snapshot helpers are not watched: %s",
+			 sw_strerror(rc));
 	/* Our own threads are a target too: install the collector first. */
 	rc = collect_install();
 	if (rc < 0) {

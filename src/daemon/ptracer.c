@@ -33,6 +33,7 @@
 
 #include "collector/collect.h"
 #include "cond.h"
+#include "cores.h"
 #include "gate.h"
 #include "log.h"
 #include "model/clock.h"
@@ -50,8 +51,6 @@
 #define SLOTS_ALL 3
 #define SLOTS_USERS 2
 
-static int ctl_fd = -1;
-static pid_t helper_pid = -1;
 static _Atomic unsigned long nsnapshots;
 static _Atomic unsigned long nkreads;
 static int kread_err = 1; /* 1: not asked yet */
@@ -96,42 +95,14 @@ unsigned ptracer_waiting(void)
 
 pid_t ptracer_pid(void)
 {
-	return helper_pid;
+	pid_t pids[CORES];
+
+	return cores_pids(pids) ? pids[0] : -1;
 }
 
 int ptracer_start(bool kernel_reads)
 {
-	int sv[2];
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		int e = errno;
-
-		close(sv[0]);
-		close(sv[1]);
-		return -e;
-	}
-	if (pid == 0) {
-		static char name[] = "stackwatchd", opt[] = "--snapshot-helper",
-			    off[] = "--no-kernel-reads";
-		char *argv[] = { name, opt, kernel_reads ? NULL : off, NULL };
-
-		/* fd 3 without close-on-exec; everything else closes. */
-		if (sv[1] == PTRACER_FD) {
-			fcntl(PTRACER_FD, F_SETFD, 0);
-		} else if (dup2(sv[1], PTRACER_FD) < 0) {
-			_exit(127);
-		}
-		execv("/proc/self/exe", argv);
-		_exit(127);
-	}
-	close(sv[1]);
-	ctl_fd = sv[0];
-	helper_pid = pid;
-	return 0;
+	return cores_start(kernel_reads);
 }
 
 int ptracer_lockdown(char *why, size_t size)
@@ -157,26 +128,7 @@ int ptracer_lockdown(char *why, size_t size)
 
 void ptracer_stop(void)
 {
-	if (ctl_fd >= 0) {
-		close(ctl_fd);
-		ctl_fd = -1;
-	}
-	if (helper_pid > 0) {
-		int st;
-		uint64_t until = clock_now_ns() + 2000000000ull;
-
-		while (waitpid(helper_pid, &st, WNOHANG) == 0) {
-			struct timespec ts = { 0, 10000000 };
-
-			if (clock_now_ns() >= until) {
-				kill(helper_pid, SIGKILL);
-				waitpid(helper_pid, &st, 0);
-				break;
-			}
-			nanosleep(&ts, NULL);
-		}
-		helper_pid = -1;
-	}
+	cores_stop();
 }
 
 static void turn_init(void)
@@ -297,38 +249,16 @@ static void end_turn(const struct asker *who)
 	pthread_mutex_unlock(&turn_lock);
 }
 
-/* Sends one request (hdr, then len bytes of body) with fd attached. */
+/*
+ * Sends one request (hdr, then len bytes of body) to a core with fd (the
+ * answer's socket) and, when not -1, pinned attached.
+ */
 static int send_request(const struct request *rq, const void *body, size_t len,
 			int fd, int pinned)
 {
-	char ctrl[CMSG_SPACE(2 * sizeof(int))];
 	int fds[2] = { fd, pinned };
-	size_t nfds = pinned >= 0 ? 2 : 1;
-	struct iovec io[2] = { { (void *)rq, sizeof(*rq) },
-			       { (void *)body, len } };
-	struct msghdr mh = { .msg_iov = io,
-			     .msg_iovlen = len ? 2 : 1,
-			     .msg_control = ctrl,
-			     .msg_controllen = CMSG_SPACE(nfds * sizeof(int)) };
-	struct cmsghdr *c;
 
-	memset(ctrl, 0, sizeof(ctrl));
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-	memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-	for (;;) {
-		ssize_t n = sendmsg(ctl_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n == (ssize_t)(sizeof(*rq) + len))
-			return 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return -EBUSY;
-		return PTRACER_EGONE;
-	}
+	return cores_send(rq, sizeof(*rq), body, len, fds, pinned >= 0 ? 2 : 1);
 }
 
 /* Opens a module of the snapshotted process from its own mappings. */
@@ -413,8 +343,6 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 
 	*out = NULL;
 	*tracer = 0;
-	if (ctl_fd < 0)
-		return PTRACER_EGONE;
 	if (timeout_ms < 1 || timeout_ms > PTRACER_MAX_MS)
 		return -EINVAL;
 	rc = snapshot(pid, pidfd, who,
@@ -499,7 +427,7 @@ int ptracer_kernel_status(char *why, size_t size)
 	int sv[2], rc;
 
 	pthread_mutex_lock(&kread_lock);
-	if (kread_err == 1 && ctl_fd < 0) {
+	if (kread_err == 1 && cores_state(NULL, 0) == 2) {
 		kread_err = PTRACER_EGONE;
 		snprintf(kread_why, sizeof(kread_why),
 			 "no snapshot helper runs");
@@ -614,8 +542,6 @@ static int check_batch(const struct ptracer_cred *cred,
 
 	for (size_t i = 0; i < n; i++)
 		ok[i] = false;
-	if (ctl_fd < 0)
-		return PTRACER_EGONE;
 	if (n == 0)
 		return 0;
 	if (n > PTRACER_CHECK_MAX)

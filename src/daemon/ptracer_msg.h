@@ -21,7 +21,25 @@
 #define PTRACER_MAX_MS 60000
 #define PTRACER_MAX_CHILDREN 4 /* snapshots the helper takes at once */
 
-enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2, REQ_STATUS = 3 };
+/*
+ * REQ_PEER: the service tells a core which process is its peer, the
+ * other core it keeps (cores.h): the peer's pidfd comes as the request's
+ * one descriptor, no answer.
+ */
+enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2, REQ_STATUS = 3, REQ_PEER = 4 };
+
+/*
+ * What a core says to the service on its control socket, unasked: it
+ * started a new peer (its pid), whose control socket comes attached.
+ */
+#define CORE_MSG_MAGIC 0x43524f43u /* "CORC" */
+enum { CORE_NEW_PEER = 1 };
+struct core_msg {
+	uint32_t magic;
+	uint32_t kind;
+	int32_t pid;
+	uint32_t pad;
+};
 
 /* request.flags of a snapshot */
 #define REQF_KERNEL_ONLY 0x1 /* threads the kernel cannot give: skipped */

@@ -132,11 +132,11 @@ int filter_lock_service(char *why, size_t size)
 	return load(ctx, why, size);
 }
 
-int filter_lock_core(char *why, size_t size)
+int filter_lock_core(int exe_fd, char *why, size_t size)
 {
 	static const int calls[] = {
-		SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(openat2),
-		SCMP_SYS(creat),  SCMP_SYS(truncate), SCMP_SYS(ftruncate),
+		SCMP_SYS(execve),   SCMP_SYS(openat2),	 SCMP_SYS(creat),
+		SCMP_SYS(truncate), SCMP_SYS(ftruncate),
 	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	int rc;
@@ -146,6 +146,15 @@ int filter_lock_core(char *why, size_t size)
 	rc = deny_all(ctx, system_calls, NELEM(system_calls));
 	if (rc == 0)
 		rc = deny_all(ctx, calls, NELEM(calls));
+	/* Its own program only, by the descriptor it opened at start. */
+	if (rc == 0)
+		rc = seccomp_rule_add(
+			ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execveat), 1,
+			SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)exe_fd));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
+				      SCMP_SYS(execveat), 1,
+				      SCMP_A4(SCMP_CMP_NE, AT_EMPTY_PATH));
 	/* Opens for reading only: no process's memory written through
 	 * /proc/PID/mem, no file of the system changed. */
 	for (int k = 0; rc == 0 && k < 2; k++) {

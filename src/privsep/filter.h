@@ -28,9 +28,11 @@ int filter_lock_service(char *why, size_t size);
  * process_vm_readv, bpf, perf_event_open, its requesters' credentials
  * for a moment) and nothing that writes another process or the system:
  * no process_vm_writev, no open for writing (so no /proc/PID/mem
- * written), no pidfd_getfd, no execve after its start, no mounts, no
- * module or kexec loading. As filter_lock_service().
+ * written), no pidfd_getfd, no mounts, no module or kexec loading, and
+ * no program run but its own: execveat() of exe_fd (its own executable,
+ * opened O_PATH) with AT_EMPTY_PATH, to start its peer again (cores.h).
+ * As filter_lock_service().
  */
-int filter_lock_core(char *why, size_t size);
+int filter_lock_core(int exe_fd, char *why, size_t size);
 
 #endif /* SW_FILTER_H */
