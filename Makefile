@@ -75,7 +75,11 @@ FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
               -Iinclude -Isrc $(PKG_CFLAGS)
 HAVE_FUZZ := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 FUZZ_BINS := $(if $(HAVE_FUZZ),$(BUILD)/fuzz/fuzz_wire $(BUILD)/fuzz/fuzz_procfs \
-             $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/mkseed)
+             $(BUILD)/fuzz/fuzz_query $(BUILD)/fuzz/fuzz_symbolize \
+             $(BUILD)/fuzz/fuzz_unwind $(BUILD)/fuzz/mkseed)
+# The seeds of the module file fuzzers: small real ELF files of ours.
+FUZZ_ELFS := $(if $(HAVE_FUZZ),$(BUILD)/fixtures/plain_target \
+             $(BUILD)/fixtures/stub.so $(BUILD)/fixtures/secret_lib.so)
 BENCH_SRCS := $(sort $(wildcard tests/bench/*.c))
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(BUILD)/bench/%)
 
@@ -260,6 +264,11 @@ $(BUILD)/fixtures/secret_lib.so: tests/fixtures/secret_lib.so.c
 	@mkdir -p $(@D)
 	$(CC) -shared -fPIC -O0 -g -o $@ $<
 
+# Preloaded into the daemon: what a parser worker taken over could do.
+$(BUILD)/fixtures/parser_probe.so: tests/fixtures/parser_probe.so.c
+	@mkdir -p $(@D)
+	$(CC) -shared -fPIC -O1 -g -Wall -o $@ $< -ldl
+
 # A shared object that lies about its build-id (see the file); the tests
 # patch the pattern in a copy.
 $(BUILD)/fixtures/stub.so: tests/fixtures/stub.so.c
@@ -267,6 +276,12 @@ $(BUILD)/fixtures/stub.so: tests/fixtures/stub.so.c
 	$(CC) -shared -fPIC -O0 -nostdlib \
 	    -Wl,--build-id=0x5357535455425354554253545542535455425354 \
 	    -o $@ $<
+
+# The generator of programs with hostile DWARF (tests/fixtures/mkbomb.sh
+# builds them at test time): a plain program, nothing of ours linked in.
+$(BUILD)/fixtures/dwarf_bomb: tests/fixtures/dwarf_bomb.c
+	@mkdir -p $(@D)
+	$(CC) $(SW_CFLAGS) -o $@ $< $(SW_LDFLAGS)
 
 # A program that links the shared library (and dlopens a copy of it):
 # the agent preloaded makes three collectors in one process.
@@ -348,13 +363,33 @@ $(BUILD)/fuzz/fuzz_query: tests/fuzz/fuzz_query.c src/daemon/query.c \
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(filter %.c,$^)
 
-$(BUILD)/fuzz/mkseed: tests/fuzz/mkseed.c $(BUILD)/libstackwatch.a
+# A module's file read by the symbolizer and by the unwinder, with what
+# they need of elfutils.
+$(BUILD)/fuzz/fuzz_symbolize: tests/fuzz/fuzz_symbolize.c \
+		src/symbols/symbolize.c src/symbols/symrec.c \
+		src/symbols/symtab.c src/symbols/modopen.c \
+		src/symbols/parsenote.c src/symbols/vdso.c src/model/dump.c \
+		src/model/strerror.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/fuzz/fuzz_unwind: tests/fuzz/fuzz_unwind.c tests/fuzz/fuzz_unwind.h \
+		src/symbols/unwind.c src/symbols/corefile.c \
+		src/symbols/modopen.c src/symbols/parsenote.c \
+		src/symbols/vdso.c src/model/procfs.c src/model/procmaps.c \
+		src/model/waitmem.c src/model/dump.c src/model/strerror.c \
+		| $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $(filter %.c,$^) $(PKG_LIBS)
+
+$(BUILD)/fuzz/mkseed: tests/fuzz/mkseed.c tests/fuzz/fuzz_unwind.h \
+		$(BUILD)/libstackwatch.a
 	@mkdir -p $(@D)
 	$(CC) $(SW_CFLAGS) -o $@ $< $(BUILD)/libstackwatch.a $(SW_LDFLAGS) \
 	    $(SW_LIBS)
 
-fuzz: $(FUZZ_BINS)
-	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
+fuzz: $(FUZZ_BINS) $(FUZZ_ELFS)
+	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(BUILD)/fixtures
 
 
 check:

@@ -11,6 +11,7 @@
 #include "cores.h"
 #include "guard.h"
 #include "model/procfs.h"
+#include "parsers.h"
 #include "ptracer.h"
 
 static bool service_locked;
@@ -188,6 +189,7 @@ cJSON *guard_processes(void)
 		if (o)
 			cJSON_AddItemToArray(arr, o);
 	}
+	parsers_processes(arr, process_json);
 	return arr;
 }
 
@@ -197,6 +199,8 @@ cJSON *guard_degraded(void)
 	char why[240];
 
 	if (arr && cores_state(why, sizeof(why)) != 0)
+		cJSON_AddItemToArray(arr, cJSON_CreateString(why));
+	if (arr && parsers_state(why, sizeof(why)) != 0)
 		cJSON_AddItemToArray(arr, cJSON_CreateString(why));
 	return arr;
 }

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <sched.h>
@@ -36,6 +37,7 @@
 #include "kread/perfsample.h"
 #include "model/procfs.h"
 #include "privsep/filter.h"
+#include "privsep/worker.h"
 #include "log.h"
 #include "model/clock.h"
 #include "ptracer_msg.h"
@@ -134,11 +136,14 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
 	      (rq.flags & ~(uint32_t)(REQF_KERNEL_ONLY | REQF_DEEP)))) ||
 	    ((rq.kind == REQ_STATUS || rq.kind == REQ_PEER) &&
 	     n != (ssize_t)sizeof(rq)) ||
+	    (rq.kind == REQ_WORKER &&
+	     (n != (ssize_t)sizeof(rq) || *pinned < 0)) ||
 	    (rq.kind == REQ_CHECK &&
 	     (rq.n > PTRACER_CHECK_MAX ||
 	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_task))) ||
 	    (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_CHECK &&
-	     rq.kind != REQ_STATUS && rq.kind != REQ_PEER)) {
+	     rq.kind != REQ_STATUS && rq.kind != REQ_PEER &&
+	     rq.kind != REQ_WORKER)) {
 		if (*answer_fd >= 0)
 			close(*answer_fd);
 		if (*pinned >= 0)
@@ -147,7 +152,7 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
 		*pinned = -1;
 		return 0; /* malformed: skipped */
 	}
-	if (rq.kind != REQ_SNAPSHOT && *pinned >= 0) {
+	if (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_WORKER && *pinned >= 0) {
 		close(*pinned);
 		*pinned = -1;
 	}
@@ -550,6 +555,61 @@ static void take_peer(int pidfd)
 	respawn_at_ns = 0;
 }
 
+/*
+ * Starts a parser worker from our own program on sock (REQ_WORKER), as
+ * the user the daemon named if we are root, and answers on answer_fd
+ * with its pid and pidfd. It is reaped with our other children.
+ */
+static void spawn_worker(const struct request *rq, int answer_fd, int sock)
+{
+	static char name[] = "stackwatchd", opt[] = "--parser-worker",
+		    empty[] = "";
+	char *argv[] = { name, opt, NULL };
+	struct worker_started ws = { 0, 0 };
+	char ctrl[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { &ws, sizeof(ws) };
+	struct msghdr mh = { .msg_iov = &io, .msg_iovlen = 1 };
+	int pidfd = -1;
+	pid_t pid;
+
+	pid = fork();
+	if (pid == 0) {
+		gid_t gid = (gid_t)rq->gid;
+
+		if (getuid() == 0 && rq->uid != 0 &&
+		    (setgroups(1, &gid) < 0 || setresgid(gid, gid, gid) < 0 ||
+		     setresuid(rq->uid, rq->uid, rq->uid) < 0))
+			_exit(126);
+		if (dup2(sock, WORKER_FD) < 0)
+			_exit(127);
+		close_range(WORKER_FD + 1, ~0u, CLOSE_RANGE_CLOEXEC);
+		syscall(SYS_execveat, exe_fd, empty, argv, environ,
+			AT_EMPTY_PATH);
+		_exit(127);
+	}
+	if (pid < 0)
+		ws.err = -errno;
+	else
+		ws.pid = pid;
+	if (pid > 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd >= 0) {
+		struct cmsghdr *c;
+
+		memset(ctrl, 0, sizeof(ctrl));
+		mh.msg_control = ctrl;
+		mh.msg_controllen = sizeof(ctrl);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
+	}
+	(void)!sendmsg(answer_fd, &mh, MSG_NOSIGNAL);
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
 int ptracer_main(int fd, bool kernel_reads)
 {
 	char cwhy[160];
@@ -636,6 +696,8 @@ int ptracer_main(int fd, bool kernel_reads)
 		} else if (rq.kind == REQ_PEER) {
 			take_peer(answer_fd);
 			answer_fd = -1; /* kept */
+		} else if (rq.kind == REQ_WORKER) {
+			spawn_worker(&rq, answer_fd, pinned);
 		} else
 			check(&own, &rq,
 			      (const struct request_task *)(buf + sizeof(rq)),

@@ -46,6 +46,7 @@
 #include "model/procfs.h"
 #include "processes.h"
 #include "profile.h"
+#include "parsers.h"
 #include "ptracer.h"
 #include "query.h"
 #include "rolling.h"
@@ -413,7 +414,8 @@ static unsigned status_of(int rc)
 		return MHD_HTTP_NOT_IMPLEMENTED;
 	if (rc == -EPERM)
 		return MHD_HTTP_INTERNAL_SERVER_ERROR;
-	if (rc == PTRACER_EGONE)
+	if (rc == PTRACER_EGONE || rc == PARSERS_EAGAIN ||
+	    rc == PARSERS_EFAILED || rc == PARSERS_EBUSY)
 		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	if (rc == -ETIMEDOUT)
 		return MHD_HTTP_GATEWAY_TIMEOUT;
@@ -451,8 +453,24 @@ static const char *reason_of(int rc, char *buf, size_t size, pid_t pid)
 		snap_why(pid, rc, 0, buf, size);
 	else if (rc == PTRACER_EGONE)
 		snprintf(buf, size,
-			 "pid %d has no agent, and the daemon's snapshot "
-			 "helper is gone: restart stackwatchd",
+			 "pid %d has no agent, and no snapshot helper of the "
+			 "daemon runs (both died: systemd restarts the daemon "
+			 "once its watchdog goes unfed): restart stackwatchd",
+			 (int)pid);
+	else if (rc == PARSERS_EAGAIN)
+		snprintf(
+			buf, size,
+			"the parser unwinding pid %d failed on a file it maps, "
+			"which is refused from now on: ask again",
+			(int)pid);
+	else if (rc == PARSERS_EFAILED)
+		snprintf(buf, size,
+			 "the parser unwinding pid %d failed: ask again",
+			 (int)pid);
+	else if (rc == PARSERS_EBUSY)
+		snprintf(buf, size,
+			 "no parser of the daemon was free to unwind pid %d in "
+			 "time: ask again",
 			 (int)pid);
 	else if (rc == STACKS_EHISTORY)
 		snprintf(buf, size,

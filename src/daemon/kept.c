@@ -27,8 +27,10 @@ struct kept {
 
 static void free_modules(struct sw_module *m, size_t n)
 {
-	for (size_t i = 0; m && i < n; i++)
+	for (size_t i = 0; m && i < n; i++) {
 		free(m[i].path);
+		free(m[i].symbols_error);
+	}
 	free(m);
 }
 
@@ -40,8 +42,11 @@ static struct sw_module *copy_modules(const struct sw_module *m, size_t n)
 	for (size_t i = 0; c && i < n; i++) {
 		c[i] = m[i];
 		c[i].path = m[i].path ? strdup(m[i].path) : NULL;
-		if (m[i].path && !c[i].path) {
-			free_modules(c, i);
+		c[i].symbols_error =
+			m[i].symbols_error ? strdup(m[i].symbols_error) : NULL;
+		if ((m[i].path && !c[i].path) ||
+		    (m[i].symbols_error && !c[i].symbols_error)) {
+			free_modules(c, i + 1);
 			return NULL;
 		}
 	}

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@
 #include "model/clock.h"
 #include "notify.h"
 #include "options.h"
+#include "parsers.h"
+#include "privsep/worker.h"
 #include "gate.h"
 #include "guard.h"
 #include "ptracer.h"
@@ -68,6 +71,20 @@ static bool healthy(void *arg)
 	       cores_state(NULL, 0) < 2;
 }
 
+/*
+ * The user parser workers run as: stackwatchd's own (a system user the
+ * installation makes), else nobody's.
+ */
+static void worker_user(uid_t *uid, gid_t *gid)
+{
+	const struct passwd *pw = getpwnam("stackwatchd");
+
+	if (!pw)
+		pw = getpwnam("nobody");
+	*uid = pw ? pw->pw_uid : 65534;
+	*gid = pw ? pw->pw_gid : 65534;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o;
@@ -78,6 +95,8 @@ int main(int argc, char **argv)
 	char url[128], why[256], lwhy[200] = "";
 	sigset_t set;
 	int rc, port, sig, prc, lrc;
+	uid_t wuid;
+	gid_t wgid;
 
 	/* The snapshot helper is this program, started by ptracer_start(). */
 	if ((argc == 2 || argc == 3) &&
@@ -85,6 +104,9 @@ int main(int argc, char **argv)
 		return ptracer_main(
 			3, !(argc == 3 &&
 			     strcmp(argv[2], "--no-kernel-reads") == 0));
+	/* So is each parser worker, started by a helper (parsers.h). */
+	if (argc >= 2 && strcmp(argv[1], "--parser-worker") == 0)
+		return worker_main(argc, argv);
 	rc = options_parse(&o, argc, argv);
 	if (rc != 0) {
 		options_release(&o);
@@ -115,6 +137,12 @@ int main(int argc, char **argv)
 	 * The only process of ours that may ptrace is the helper, started
 	 * before any thread; this one forbids itself ptrace from here on.
 	 */
+	/* Its user is looked up now: no name service once locked. */
+	worker_user(&wuid, &wgid);
+	if (parsers_init(wuid, wgid, ptracer_spawn_worker) < 0) {
+		fprintf(stderr, "stackwatchd: out of memory\n");
+		return 1;
+	}
 	prc = ptracer_start(o.kernel_reads);
 	lrc = prc == 0 ? ptracer_lockdown(lwhy, sizeof(lwhy)) : 0;
 	guard_service_locked(prc == 0 && lrc == 0,
@@ -125,6 +153,8 @@ int main(int argc, char **argv)
 	if (prc == 0 && (rc = cores_supervise()) < 0)
 		log_warn("the snapshot helpers are not watched: %s",
 			 sw_strerror(rc));
+	if ((rc = parsers_start()) < 0)
+		log_warn("parser workers are not kept: %s", sw_strerror(rc));
 	/* Our own threads are a target too: install the collector first. */
 	rc = collect_install();
 	if (rc < 0) {
@@ -225,6 +255,7 @@ int main(int argc, char **argv)
 	sched_stop(sched);
 	registry_stop(reg);
 	stacks_release(&st);
+	parsers_stop();
 	ptracer_stop();
 	options_release(&o);
 	return 0;

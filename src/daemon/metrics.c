@@ -9,6 +9,7 @@
 #include "model/procfs.h"
 #include "access.h"
 #include "metrics.h"
+#include "parsers.h"
 #include "turns.h"
 #include "watch.h"
 
@@ -131,6 +132,7 @@ int metrics_render(struct stacks *st, struct registry *reg,
 		[RESULT_ERROR] = "error",
 	};
 	const struct stacks_metrics *m = &st->m;
+	struct parsers_stats ps;
 	uint64_t hits, misses;
 	size_t stuck = 0;
 	cJSON *doc = NULL, *mine = NULL;
@@ -224,6 +226,30 @@ int metrics_render(struct stacks *st, struct registry *reg,
 		"Addresses symbolized from the cache.", hits);
 	counter(&b, "stackwatch_symbol_cache_misses_total",
 		"Addresses looked up in the debug information.", misses);
+	parsers_stats(&ps);
+	gauge(&b, "stackwatch_parsers",
+	      "Parser workers running (they unwind and symbolize).",
+	      ps.running);
+	counter(&b, "stackwatch_parsers_started_total",
+		"Parser workers started.", ps.started);
+	head(&b, "stackwatch_parser_failures_total", "counter",
+	     "Parser workers ended in a request, by why: crashed, overran "
+	     "its time, broke off.");
+	buf_addf(&b,
+		 "stackwatch_parser_failures_total{reason=\"crashed\"} %llu\n"
+		 "stackwatch_parser_failures_total{reason=\"overran\"} %llu\n"
+		 "stackwatch_parser_failures_total{reason=\"broke\"} %llu\n",
+		 (unsigned long long)ps.crashed, (unsigned long long)ps.overran,
+		 (unsigned long long)ps.killed);
+	counter(&b, "stackwatch_parsers_recycled_total",
+		"Parser workers replaced for the memory they held.",
+		ps.recycled);
+	gauge(&b, "stackwatch_parser_refused_files",
+	      "Files refused to the parsers for a while: one killed a "
+	      "parser.",
+	      ps.quarantined);
+	counter(&b, "stackwatch_parser_refusals_total",
+		"Times such a file was refused.", ps.refused);
 	/* The per-target series: only the requester's visible targets. */
 	if (doc && a && watch_stuck(st, reg, a, &mine, NULL) == 0) {
 		per_target(&b, reg, a, mine);

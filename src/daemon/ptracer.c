@@ -37,7 +37,9 @@
 #include "gate.h"
 #include "log.h"
 #include "model/clock.h"
+#include "model/procfs.h"
 #include "modfile.h"
+#include "parsers.h"
 #include "privsep/filter.h"
 #include "ptracer_msg.h"
 #include "symbols/unwind.h"
@@ -261,24 +263,63 @@ static int send_request(const struct request *rq, const void *body, size_t len,
 	return cores_send(rq, sizeof(*rq), body, len, fds, pinned >= 0 ? 2 : 1);
 }
 
+/* What a parser worker unwinding a snapshot of pid is handed. */
+struct unwinding {
+	pid_t pid;
+	int pidfd;
+	const struct asker *who;
+	bool turn;   /* who's turn still held */
+	int maps_rc; /* 1: not read yet */
+	struct modfile_maps mm;
+};
+
+/* The process's mappings, read once a worker wants them. */
+static int unwinding_maps(void *arg, const struct procmaps **pm)
+{
+	struct unwinding *u = arg;
+
+	if (u->maps_rc == 1)
+		u->maps_rc = modfile_maps_read(u->pid, u->pidfd, &u->mm);
+	*pm = &u->mm.pm;
+	return u->maps_rc;
+}
+
 /* Opens a module of the snapshotted process from its own mappings. */
 static int open_mapped(void *arg, uint64_t start, const char *path)
 {
+	struct unwinding *u = arg;
 	struct sw_module m = { .path = (char *)path, .start = start };
+	const struct procmaps *pm;
 
-	return modfile_open(arg, &m);
+	if (unwinding_maps(u, &pm) != 0)
+		return -ESRCH;
+	return modfile_open(&u->mm, &m);
+}
+
+/* The snapshot is read: the next requester's turn may come. */
+static void snapped(void *arg, int rc)
+{
+	struct unwinding *u = arg;
+
+	(void)rc;
+	if (u->turn)
+		end_turn(u->who);
+	u->turn = false;
 }
 
 static int read_exactly(int fd, void *buf, size_t n, uint64_t deadline_ns);
 
 /*
- * The helper's snapshot of pid, taken in who's turn, into *out: of the
- * process pinned by pidfd (given to the helper; -1: none), or -ESRCH.
+ * The helper's snapshot of pid, taken in who's turn, unwound into *out by
+ * a parser worker: of the process pinned by pidfd (given to the helper;
+ * -1: none), or -ESRCH. The core writes the snapshot straight to the
+ * worker; the turn ends once it is read.
  */
-static int snapshot(pid_t pid, int pidfd, const struct asker *who,
-		    uint64_t deadline_ns, uint32_t flags,
-		    const struct ptracer_same *same, size_t nsame,
-		    struct snap **out)
+static int snapshot_unwound(pid_t pid, int pidfd, const struct asker *who,
+			    uint64_t deadline_ns, uint32_t flags,
+			    const struct ptracer_same *same, size_t nsame,
+			    unsigned max_frames, struct sw_dump **out,
+			    pid_t *tracer)
 {
 	struct request_same *body = NULL;
 	struct request rq = { .magic = PTRACER_MAGIC,
@@ -286,6 +327,13 @@ static int snapshot(pid_t pid, int pidfd, const struct asker *who,
 			      .pid = pid,
 			      .flags = flags,
 			      .deadline_ns = deadline_ns };
+	struct unwinding u = {
+		.pid = pid, .pidfd = pidfd, .who = who, .maps_rc = 1
+	};
+	struct parse_files files = { .arg = &u,
+				     .maps = unwinding_maps,
+				     .open_mapped = open_mapped,
+				     .snapped = snapped };
 	uint64_t now;
 	int sv[2], rc;
 	/* Asked under its lock (once; main() may not have yet): whether
@@ -295,6 +343,7 @@ static int snapshot(pid_t pid, int pidfd, const struct asker *who,
 	rc = take_turn(who, deadline_ns);
 	if (rc < 0)
 		return rc;
+	u.turn = true;
 	now = clock_now_ns();
 	gate_hold(pid, "ptrace", who->uid,
 		  now < deadline_ns ? (int)((deadline_ns - now) / 1000000u)
@@ -321,12 +370,19 @@ static int snapshot(pid_t pid, int pidfd, const struct asker *who,
 	if (rc == 0 && kernel)
 		atomic_fetch_add(&nkreads, 1);
 	if (rc == 0)
-		rc = snap_read(sv[0], deadline_ns + PTRACER_GRACE_NS, out);
-	close(sv[0]);
+		rc = parsers_unwind(sv[0], pid, max_frames,
+				    deadline_ns + PTRACER_GRACE_NS, &files, out,
+				    tracer);
+	else
+		close(sv[0]);
 	if (rc == -EPIPE) /* the helper gave up on it: past the deadline */
 		rc = -ETIMEDOUT;
+	/* The symbolizer of this dump takes the mappings over. */
+	if (u.maps_rc == 0)
+		modfile_pass_put(&u.mm);
 out:
-	end_turn(who);
+	if (u.turn)
+		end_turn(who);
 	return rc;
 }
 
@@ -336,44 +392,33 @@ static int dump_with(pid_t pid, int pidfd, const struct asker *who,
 		     const struct ptracer_same *same, size_t nsame,
 		     unsigned max_frames, struct sw_dump **out, pid_t *tracer)
 {
-	struct snap *s = NULL;
-	struct modfile_maps mm;
-	bool unwind = false;
+	uint64_t deadline;
 	int rc;
 
 	*out = NULL;
 	*tracer = 0;
 	if (timeout_ms < 1 || timeout_ms > PTRACER_MAX_MS)
 		return -EINVAL;
-	rc = snapshot(pid, pidfd, who,
-		      clock_now_ns() + (uint64_t)timeout_ms * 1000000ull, flags,
-		      same, nsame, &s);
-	if (rc == SNAP_ETRACED && s)
-		*tracer = s->tracer;
-	if (rc != 0 || !s) {
-		snap_free(s);
-		return rc ? rc : SW_EFORMAT;
+	deadline = clock_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	rc = snapshot_unwound(pid, pidfd, who, deadline, flags, same, nsame,
+			      max_frames, out, tracer);
+	/* The worker died on a file of the process, refused from now on,
+	 * or it died before it could say (killed): once more, while there
+	 * is time. */
+	if ((rc == PARSERS_EAGAIN || rc == PARSERS_EFAILED) &&
+	    clock_now_ns() < deadline)
+		rc = snapshot_unwound(pid, pidfd, who, deadline, flags, same,
+				      nsame, max_frames, out, tracer);
+	if (rc == 0)
+		atomic_fetch_add(&nsnapshots, 1);
+	/* Read here: the worker may open nothing. */
+	if (rc == 0 && !(*out)->cmdline)
+		procfs_read_cmdline(pid, &(*out)->cmdline);
+	if (rc == 0 && (*out)->pid != pid) {
+		sw_dump_free(*out);
+		*out = NULL;
+		rc = SW_EFORMAT;
 	}
-	atomic_fetch_add(&nsnapshots, 1);
-	if (s->pid != pid) {
-		snap_free(s);
-		return SW_EFORMAT;
-	}
-	/* Nothing to unwind (every thread kept from the last read): no
-	 * module is opened, so the mappings are not even read. */
-	for (size_t i = 0; i < s->nthreads && !unwind; i++)
-		unwind = s->threads[i].status == SW_ST_OK &&
-			 !s->threads[i].reused;
-	rc = unwind ? modfile_maps_read(pid, pidfd, &mm) : 0;
-	s->max_frames = max_frames;
-	if (rc == 0) {
-		rc = unwind_snapshot(s, unwind ? &mm.pm : NULL, open_mapped,
-				     unwind ? &mm : NULL, out);
-		/* The symbolizer of this dump takes them over. */
-		if (unwind)
-			modfile_pass_put(&mm);
-	}
-	snap_free(s);
 	return rc;
 }
 
@@ -493,6 +538,64 @@ int ptracer_perf_status(char *why, size_t size)
 	if (why && size)
 		snprintf(why, size, "%s", perf_why);
 	pthread_mutex_unlock(&kread_lock);
+	return rc;
+}
+
+int ptracer_spawn_worker(uid_t uid, gid_t gid, int sock, pid_t *pid, int *pidfd)
+{
+	struct request rq = { .magic = PTRACER_MAGIC,
+			      .kind = REQ_WORKER,
+			      .uid = uid,
+			      .gid = gid };
+	struct worker_started ws = { 0, 0 };
+	char ctrl[CMSG_SPACE(sizeof(int))];
+	struct iovec io = { &ws, sizeof(ws) };
+	struct msghdr mh = { .msg_iov = &io,
+			     .msg_iovlen = 1,
+			     .msg_control = ctrl,
+			     .msg_controllen = sizeof(ctrl) };
+	struct pollfd pf;
+	ssize_t n = -1;
+	int sv[2], rc;
+
+	*pid = 0;
+	*pidfd = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	rc = send_request(&rq, NULL, 0, sv[1], sock);
+	close(sv[1]);
+	pf.fd = sv[0];
+	pf.events = POLLIN;
+	/* Our threads take dump signals too: a wait goes on after one. */
+	for (uint64_t until = clock_now_ns() + 5 * PTRACER_GRACE_NS; rc == 0;) {
+		uint64_t now = clock_now_ns();
+		int r = now < until ? poll(&pf, 1,
+					   (int)((until - now) / 1000000u) + 1)
+				    : 0;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 1)
+			n = recvmsg(sv[0], &mh,
+				    MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		break;
+	}
+	if (rc == 0 && n != (ssize_t)sizeof(ws))
+		rc = n < 0 ? -ETIMEDOUT : SW_EFORMAT;
+	for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c;
+	     c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+		    c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(pidfd, CMSG_DATA(c), sizeof(int));
+	close(sv[0]);
+	if (rc == 0 && (ws.pid <= 0 || *pidfd < 0))
+		rc = ws.err < 0 ? ws.err : SW_EFORMAT;
+	if (rc < 0 && *pidfd >= 0) {
+		close(*pidfd);
+		*pidfd = -1;
+	}
+	if (rc == 0)
+		*pid = ws.pid;
 	return rc;
 }
 

@@ -36,14 +36,15 @@
  * access check (CAP_SETUID, CAP_SETGID); the daemon proper reads their
  * /proc files and mapped files (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
  * CAP_CHECKPOINT_RESTORE), their kernel stacks (CAP_SYS_ADMIN, when it
- * has it) and may listen on a port below 1024.
+ * has it), may listen on a port below 1024 and ends a parser worker
+ * (another user) that overran its time (CAP_KILL).
  */
 #define PTRACER_CORE_CAPS                                           \
 	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(23) | \
 	 CAPS_BIT(6) | CAPS_BIT(7) | CAPS_BIT(38) | CAPS_BIT(39))
 #define PTRACER_SERVICE_CAPS                                        \
 	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(21) | \
-	 CAPS_BIT(10))
+	 CAPS_BIT(10) | CAPS_BIT(5))
 
 /* The helper is gone (killed): no snapshot can be taken until restart. */
 #define PTRACER_EGONE (-21201)
@@ -112,6 +113,14 @@ int ptracer_perf_status(char *why, size_t size);
  * checker ptraces the process at exit.
  */
 int ptracer_lockdown(char *why, size_t size);
+
+/*
+ * Has a core start a parser worker (privsep/worker.h) on sock, as uid
+ * and gid when the core runs as root. 0 with its pid and pidfd (the
+ * core reaps it), or a negative errno (PTRACER_EGONE: no core runs).
+ */
+int ptracer_spawn_worker(uid_t uid, gid_t gid, int sock, pid_t *pid,
+			 int *pidfd);
 
 /* Ends the helper (closes its socket and reaps it). */
 void ptracer_stop(void);

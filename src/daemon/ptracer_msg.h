@@ -26,7 +26,24 @@
  * other core it keeps (cores.h): the peer's pidfd comes as the request's
  * one descriptor, no answer.
  */
-enum { REQ_SNAPSHOT = 1, REQ_CHECK = 2, REQ_STATUS = 3, REQ_PEER = 4 };
+/*
+ * REQ_WORKER: the core starts a parser worker (privsep/worker.h) as
+ * rq.uid and rq.gid (when it may change its own; else as itself) on the
+ * stream socket that comes as the second descriptor, and answers with
+ * a struct worker_started, the new worker's pidfd attached.
+ */
+enum {
+	REQ_SNAPSHOT = 1,
+	REQ_CHECK = 2,
+	REQ_STATUS = 3,
+	REQ_PEER = 4,
+	REQ_WORKER = 5
+};
+
+struct worker_started {
+	int32_t pid; /* 0: none started */
+	int32_t err; /* then why: -errno */
+};
 
 /*
  * What a core says to the service on its control socket, unasked: it

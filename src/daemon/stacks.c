@@ -15,6 +15,7 @@
 #include "cond.h"
 #include "log.h"
 #include "modfile.h"
+#include "parsers.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
 #include "symbols/vdso.h"
@@ -25,21 +26,28 @@ const double stacks_buckets[STACKS_NBUCKETS] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
 };
 
+/* The process a dump being symbolized is of, for its files. */
+struct symreq {
+	pid_t pid;
+	int pidfd; /* -1: the daemon itself */
+	int mm_rc; /* 1: its mappings not read yet */
+	struct modfile_maps mm;
+};
+
+/*
+ * The file the process maps at a module's start, for a parser worker:
+ * its mappings read once a file is wanted (a warm cache wants none),
+ * unless the unwinder of this dump read them already.
+ */
 static int open_module(void *arg, const struct sw_module *m)
 {
-	struct stacks *s = arg;
+	struct symreq *q = arg;
 
-	if (!s->sym_active)
-		return -ESRCH;
-	/* Read once a file is wanted (a warm cache wants none), unless the
-	 * unwinder of this dump read them already. */
-	if (s->sym_mm_rc == 1 &&
-	    modfile_pass_take(s->sym_pid, s->sym_pidfd, &s->sym_mm) == 0)
-		s->sym_mm_rc = 0;
-	if (s->sym_mm_rc == 1)
-		s->sym_mm_rc =
-			modfile_maps_read(s->sym_pid, s->sym_pidfd, &s->sym_mm);
-	return s->sym_mm_rc == 0 ? modfile_open(&s->sym_mm, m) : -ESRCH;
+	if (q->mm_rc == 1 && modfile_pass_take(q->pid, q->pidfd, &q->mm) == 0)
+		q->mm_rc = 0;
+	if (q->mm_rc == 1)
+		q->mm_rc = modfile_maps_read(q->pid, q->pidfd, &q->mm);
+	return q->mm_rc == 0 ? modfile_open(&q->mm, m) : -ESRCH;
 }
 
 /*
@@ -49,13 +57,10 @@ static int open_module(void *arg, const struct sw_module *m)
 static int image_module(void *arg, const struct sw_module *m, void **image,
 			size_t *size)
 {
-	struct stacks *s = arg;
-	int r;
+	struct symreq *q = arg;
+	int r = vdso_read_live(q->pid, m->start, m->end, image, size);
 
-	if (!s->sym_active)
-		return -ESRCH;
-	r = vdso_read_live(s->sym_pid, m->start, m->end, image, size);
-	if (r == 0 && !modfile_still_there(s->sym_pidfd)) {
+	if (r == 0 && !modfile_still_there(q->pidfd)) {
 		free(*image);
 		*image = NULL;
 		r = -ESRCH;
@@ -79,9 +84,9 @@ int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 	pthread_mutex_init(&s->use_lock, NULL);
 	if (jitcache_new(STACKS_DEFAULT_JIT_BYTES, &s->jit) < 0)
 		return -ENOMEM;
-	if (sym_new(open_module, s, &s->sym) != 0)
+	/* Frames without symbols only: it opens and parses nothing. */
+	if (sym_new(NULL, NULL, &s->sym) != 0)
 		return -ENOMEM;
-	sym_set_image_fn(s->sym, image_module, s);
 	return 0;
 }
 
@@ -272,24 +277,30 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 		     (uint64_t)d->collected_at.tv_sec * 1000 +
 			     (uint64_t)d->collected_at.tv_nsec / 1000000);
 	/*
-	 * Files are opened from the process's own mappings, read now and
-	 * kept only if the process pinned at registration is still there.
+	 * A parser worker symbolizes it, with the files of the process's
+	 * own mappings, read now and kept only if the process pinned at
+	 * registration is still there. No lock is held meanwhile.
 	 */
-	pthread_mutex_lock(&s->sym_lock);
-	s->sym_active = symbols;
-	s->sym_pid = t->pid;
-	s->sym_pidfd = t->self ? -1 : t->pidfd;
-	s->sym_mm_rc = 1;
 	sym_start = clock_now_ns();
-	atomic_store(&s->sym_busy_since_ns, sym_start);
-	/* The lock is held for the budget (and one lookup) at most. */
-	rc = sym_dump_until(s->sym, d, symbols, sym_start + s->sym_budget_ns);
-	atomic_store(&s->sym_busy_since_ns, 0);
-	if (s->sym_mm_rc == 0)
-		modfile_maps_release(&s->sym_mm);
+	if (symbols) {
+		struct symreq q = { .pid = t->pid,
+				    .pidfd = t->self ? -1 : t->pidfd,
+				    .mm_rc = 1 };
+		struct parse_files files = { .arg = &q,
+					     .open_module = open_module,
+					     .image = image_module };
+
+		atomic_store(&s->sym_busy_since_ns, sym_start);
+		rc = parsers_symbolize(d, sym_start + s->sym_budget_ns, &files);
+		atomic_store(&s->sym_busy_since_ns, 0);
+		if (q.mm_rc == 0)
+			modfile_maps_release(&q.mm);
+	} else {
+		pthread_mutex_lock(&s->sym_lock);
+		rc = sym_dump(s->sym, d, false);
+		pthread_mutex_unlock(&s->sym_lock);
+	}
 	modfile_pass_begin(); /* none left over when it had no use */
-	s->sym_active = false;
-	pthread_mutex_unlock(&s->sym_lock);
 	if (rc == 0 && symbols)
 		name_jit_frames(s, t, d);
 	if (rc == 0)
@@ -338,10 +349,12 @@ void stacks_dump_frames_many(struct stacks *s, struct target **ts, size_t n,
 
 void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
 {
-	pthread_mutex_lock(&s->sym_lock);
-	*hits = sym_cache_hits(s->sym);
-	*misses = sym_cache_misses(s->sym);
-	pthread_mutex_unlock(&s->sym_lock);
+	struct parsers_stats ps;
+
+	(void)s;
+	parsers_stats(&ps);
+	*hits = ps.cache_hits;
+	*misses = ps.cache_misses;
 }
 
 #define GRACE_NS 500000000ull /* as the registry's wait for an agent */

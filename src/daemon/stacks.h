@@ -78,16 +78,10 @@ struct stacks {
 	uint64_t spacing_ns;	    /* agents' periodic samples kept apart */
 	uint64_t ptrace_spacing_ns; /* sampled processes without; 0: none */
 	int stuck_after_s;
+	/* Frames without symbols (module and offset): parses nothing.
+	 * Symbols are the parser workers' (parsers.h). */
 	pthread_mutex_t sym_lock;
 	struct sym *sym;
-	/* The mappings of the process being symbolized; under sym_lock. */
-	/* The dumped process's mappings, read at the first module the
-	 * symbolizer opens (under sym_lock); sym_mm_rc 1: not yet. */
-	bool sym_active;
-	pid_t sym_pid;
-	int sym_pidfd;
-	int sym_mm_rc;
-	struct modfile_maps sym_mm;
 	uint64_t sym_budget_ns;		    /* symbolizing one dump */
 	_Atomic uint64_t sym_busy_since_ns; /* 0: not symbolizing */
 	size_t max_history_bytes;	    /* per user */

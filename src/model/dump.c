@@ -305,6 +305,8 @@ int dump_clone_raw(const struct sw_dump *d, struct sw_dump **out)
 	for (size_t i = 0; i < d->nmodules; i++) {
 		c->modules[i] = d->modules[i];
 		c->modules[i].path = dup_or_null(d->modules[i].path, &oom);
+		c->modules[i].symbols_error =
+			dup_or_null(d->modules[i].symbols_error, &oom);
 	}
 	if (oom)
 		goto fail;
@@ -593,8 +595,10 @@ void sw_dump_free(struct sw_dump *d)
 		free(t->wait);
 	}
 	free(d->threads);
-	for (size_t i = 0; i < d->nmodules; i++)
+	for (size_t i = 0; i < d->nmodules; i++) {
 		free(d->modules[i].path);
+		free(d->modules[i].symbols_error);
+	}
 	free(d->modules);
 	for (size_t i = 0; i < d->ngroups; i++)
 		free(d->groups[i].tids);
@@ -604,4 +608,18 @@ void sw_dump_free(struct sw_dump *d)
 	free(d->cmdline);
 	free(d->jit_map_refused);
 	free(d);
+}
+
+bool *dump_modules_used(const struct sw_dump *d)
+{
+	bool *used = d->nmodules ? calloc(d->nmodules, sizeof(*used)) : NULL;
+
+	for (size_t i = 0; used && i < d->nthreads; i++)
+		for (size_t k = 0; k < d->threads[i].nframes; k++) {
+			int m = d->threads[i].frames[k].module;
+
+			if (m >= 0 && (size_t)m < d->nmodules)
+				used[m] = true;
+		}
+	return used;
 }

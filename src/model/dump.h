@@ -131,6 +131,9 @@ struct sw_module {
 	uint64_t end;	/* one past the highest */
 	uint32_t build_id_len; /* 0 when the module has none */
 	uint8_t build_id[SW_BUILD_ID_MAX];
+	/* Why its symbols could not be read (its parser was killed, ...),
+	 * or NULL; owned. Its frames then have no function. */
+	char *symbols_error;
 };
 
 struct sw_group {
@@ -310,5 +313,11 @@ void dump_compact(struct sw_dump *d);
 /* Sets t->error to a copy of reason (NULL on out of memory). */
 void dump_thread_set_error(struct sw_thread *t, enum sw_status st,
 			   const char *reason);
+
+/*
+ * Whether a frame of some thread of d is in module i, for each module:
+ * a malloc'd array of d->nmodules, or NULL (none, or out of memory).
+ */
+bool *dump_modules_used(const struct sw_dump *d);
 
 #endif /* SW_DUMP_H */

@@ -141,6 +141,11 @@ static const uint8_t *take(struct wire_in *in, size_t n)
 	return p;
 }
 
+const void *wire_get_bytes(struct wire_in *in, size_t n)
+{
+	return take(in, n);
+}
+
 uint32_t wire_get_u32(struct wire_in *in)
 {
 	const uint8_t *p = take(in, 4);

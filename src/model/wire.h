@@ -132,6 +132,8 @@ uint64_t wire_get_u64(struct wire_in *in);
 void wire_get_str(struct wire_in *in, char *dst, size_t max);
 /* A malloc'd copy of a string of at most max bytes; NULL on error. */
 char *wire_get_strdup(struct wire_in *in, size_t max);
+/* The next n bytes in place, or NULL (then in->err is set). */
+const void *wire_get_bytes(struct wire_in *in, size_t n);
 
 /* Message bodies. Encoders append to o; decoders return 0 or SW_EFORMAT
  * (-ENOMEM on allocation failure) and leave nothing allocated on error. */

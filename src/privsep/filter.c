@@ -8,7 +8,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include "filter.h"
 
@@ -168,6 +170,85 @@ int filter_lock_core(int exe_fd, char *why, size_t size)
 				ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(openat), 1,
 				SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE, mode));
 	}
+	if (rc < 0) {
+		seccomp_release(ctx);
+		return fail(why, size, rc, "seccomp_rule_add");
+	}
+	return load(ctx, why, size);
+}
+
+/* What a worker may call, whatever the arguments. */
+static const int worker_calls[] = {
+	SCMP_SYS(read),		 SCMP_SYS(pread64),
+	SCMP_SYS(readv),	 SCMP_SYS(preadv),
+	SCMP_SYS(lseek),	 SCMP_SYS(close),
+	SCMP_SYS(fstat),	 SCMP_SYS(munmap),
+	SCMP_SYS(mremap),	 SCMP_SYS(brk),
+	SCMP_SYS(madvise),	 SCMP_SYS(futex),
+	SCMP_SYS(exit),		 SCMP_SYS(exit_group),
+	SCMP_SYS(rt_sigreturn),	 SCMP_SYS(rt_sigprocmask),
+	SCMP_SYS(getpid),	 SCMP_SYS(gettid),
+	SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep),
+	SCMP_SYS(nanosleep),	 SCMP_SYS(getrandom),
+	SCMP_SYS(dup),		 SCMP_SYS(fcntl),
+	SCMP_SYS(poll),		 SCMP_SYS(ppoll),
+	SCMP_SYS(sched_yield),	 SCMP_SYS(getuid),
+	SCMP_SYS(geteuid),	 SCMP_SYS(getgid),
+	SCMP_SYS(getegid),	 SCMP_SYS(uname),
+	SCMP_SYS(rt_sigaction),	 SCMP_SYS(sigaltstack),
+};
+
+static int allow(scmp_filter_ctx ctx, int call, unsigned n,
+		 const struct scmp_arg_cmp *cmp)
+{
+	return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, call, n, cmp);
+}
+
+int filter_lock_worker(int sock, char *why, size_t size)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	const struct scmp_arg_cmp on_sock =
+		SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)sock);
+	const struct scmp_arg_cmp no_exec =
+		SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0);
+	const struct scmp_arg_cmp self =
+		SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid());
+	/* fstat() only: of a descriptor, never of a path. */
+	const struct scmp_arg_cmp empty_path[] = {
+		SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, AT_EMPTY_PATH),
+		SCMP_A0(SCMP_CMP_LT, 0x7fffffff),
+	};
+	const struct scmp_arg_cmp get_only = SCMP_A2(SCMP_CMP_EQ, 0);
+	int rc = 0;
+
+	if (!ctx)
+		return fail(why, size, -ENOMEM, "seccomp_init");
+	for (size_t i = 0; rc == 0 && i < NELEM(worker_calls); i++)
+		rc = allow(ctx, worker_calls[i], 0, NULL);
+	/* Its one socket: requests in, answers and questions out. */
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(recvmsg), 1, &on_sock);
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(sendmsg), 1, &on_sock);
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(recvfrom), 1, &on_sock);
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(sendto), 1, &on_sock);
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(write), 1, &on_sock);
+	/* Memory, never executable. */
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(mmap), 1, &no_exec);
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(mprotect), 1, &no_exec);
+	/* glibc's fstat() is newfstatat(fd, "", AT_EMPTY_PATH). */
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(newfstatat), 2, empty_path);
+	/* abort() and raise() signal the worker itself only. */
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(tgkill), 1, &self);
+	if (rc == 0)
+		rc = allow(ctx, SCMP_SYS(prlimit64), 1, &get_only);
 	if (rc < 0) {
 		seccomp_release(ctx);
 		return fail(why, size, rc, "seccomp_rule_add");

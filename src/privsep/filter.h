@@ -35,4 +35,13 @@ int filter_lock_service(char *why, size_t size);
  */
 int filter_lock_core(int exe_fd, char *why, size_t size);
 
+/*
+ * A parser worker's: only what reading the descriptors it is given and
+ * talking on its socket take. Its socket (sock) alone may be sent on or
+ * received from; memory may be mapped, never executable; no file may be
+ * opened, no process but itself signalled, nothing started. As
+ * filter_lock_service().
+ */
+int filter_lock_worker(int sock, char *why, size_t size);
+
 #endif /* SW_FILTER_H */

@@ -785,6 +785,33 @@ static bool add_core(cJSON *o, const struct sw_dump *d)
 	       add_uint(cut, "needed", d->core_cut_need);
 }
 
+/*
+ * "symbols_errors": why the symbols of modules that frames are in could
+ * not be read, [{"module", "error"}]; absent when none. False on no
+ * memory.
+ */
+static bool add_symbols_errors(cJSON *o, const struct sw_dump *d)
+{
+	bool *used = dump_modules_used(d), ok = true;
+	cJSON *arr = NULL;
+
+	for (size_t i = 0; ok && used && i < d->nmodules; i++) {
+		cJSON *e;
+
+		if (!used[i] || !d->modules[i].symbols_error)
+			continue;
+		if (!arr)
+			arr = add_item(o, "symbols_errors",
+				       cJSON_CreateArray());
+		e = arr ? cJSON_CreateObject() : NULL;
+		ok = e && cJSON_AddItemToArray(arr, e) &&
+		     add_str(e, "module", d->modules[i].path) &&
+		     add_str(e, "error", d->modules[i].symbols_error);
+	}
+	free(used);
+	return ok;
+}
+
 /* Adds the process fields before "threads". Returns false on no memory. */
 static bool add_header(cJSON *o, const struct sw_dump *d)
 {
@@ -812,6 +839,7 @@ static bool add_header(cJSON *o, const struct sw_dump *d)
 	       (d->method != SW_METHOD_CORE || add_core(o, d)) &&
 	       (!d->symbols_partial ||
 		add_item(o, "symbols_partial", cJSON_CreateTrue())) &&
+	       add_symbols_errors(o, d) &&
 	       (!d->jit_map_refused ||
 		add_str(o, "jit_map_refused", d->jit_map_refused));
 }

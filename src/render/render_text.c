@@ -481,6 +481,28 @@ static void put_core(struct out *o, const struct sw_dump *d)
 }
 
 /*
+ * A line per module that frames are in whose symbols could not be read,
+ * with why. Returns whether there was any.
+ */
+static bool put_symbols_errors(struct out *o, const struct sw_dump *d)
+{
+	bool *used = dump_modules_used(d), any = false;
+
+	for (size_t i = 0; used && i < d->nmodules; i++) {
+		if (!used[i] || !d->modules[i].symbols_error)
+			continue;
+		put(o, "(symbols of ");
+		put_name(o, d->modules[i].path ? d->modules[i].path : "?");
+		put(o, " could not be read: ");
+		put_name(o, d->modules[i].symbols_error);
+		put(o, ")\n");
+		any = true;
+	}
+	free(used);
+	return any;
+}
+
+/*
  * See render.h. *out is a malloc'd string the caller frees. Returns 0,
  * -ENOMEM, or SW_ETOOBIG past TEXT_MAX bytes; reads d only.
  */
@@ -524,7 +546,7 @@ int render_text(const struct sw_dump *d, char **out)
 		    d->hidden_threads, plural(d->hidden_threads),
 		    d->hidden_threads == 1 ? "it has" : "they have",
 		    d->hidden_threads == 1 ? "its" : "their");
-	if (d->symbols_partial)
+	if (d->symbols_partial && !put_symbols_errors(&o, d))
 		put(&o, "(symbolizing stopped at its time budget: some frames "
 			"are addresses only)\n");
 	if (d->jit_map_refused) {

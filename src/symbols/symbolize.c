@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "modopen.h"
+#include "parsenote.h"
 #include "symbolize.h"
 #include "symrec.h"
 #include "symtab.h"
@@ -107,7 +108,12 @@ struct symmod {
 	uint64_t gen; /* the last dump that used it */
 	Dwfl *dwfl;   /* NULL when the file is no module we can read */
 	Dwfl_Module *mod;
-	bool dwarf;	    /* its DWARF may be used */
+	bool dwarf;		   /* its DWARF may be used */
+	struct symrec_guard guard; /* what of its DWARF libdw is given */
+	/* It has an .eh_frame section: libdw finds its CFI without
+	 * elf_rawfile(), which with ELF_C_READ leaks the section data read
+	 * before it (libelf 0.188) when it must find it by the segment. */
+	bool eh_frame;
 	Dwarf *alt;	    /* its DWZ alternate file, ours; or NULL */
 	int alt_fd;	    /* -1 without */
 	struct symtab *tab; /* sorted symbols, built on the first lookup */
@@ -288,7 +294,14 @@ static int default_open(void *arg, const struct sw_module *m)
  * a regular file only, never blocking). On success *real is its resolved path
  * (malloc'd) when real is not NULL.
  */
-static int open_debug_by_id(const uint8_t *id, size_t n, char **real)
+static int (*debug_fn)(const uint8_t *id, size_t n);
+
+void sym_set_debug_fn(int (*fn)(const uint8_t *id, size_t n))
+{
+	debug_fn = fn;
+}
+
+static int open_debug_default(const uint8_t *id, size_t n, char **real)
 {
 	static const char dir[] = SYM_DEBUG_DIR "/.build-id/";
 	char path[sizeof(dir) + 2 * SW_BUILD_ID_MAX + 16], *res, *p;
@@ -315,6 +328,30 @@ static int open_debug_by_id(const uint8_t *id, size_t n, char **real)
 out:
 	free(res);
 	return fd;
+}
+
+void sym_prepare(void)
+{
+	symrec_prepare();
+}
+
+int sym_open_debug(const uint8_t *id, size_t n)
+{
+	int fd = open_debug_default(id, n, NULL);
+
+	return fd < 0 ? -ENOENT : fd;
+}
+
+static int open_debug_by_id(const uint8_t *id, size_t n, char **real)
+{
+	int fd;
+
+	if (n < 2 || n > SW_BUILD_ID_MAX)
+		return -1;
+	if (!debug_fn)
+		return open_debug_default(id, n, real);
+	fd = debug_fn(id, n);
+	return fd < 0 ? -1 : fd;
 }
 
 /*
@@ -442,6 +479,27 @@ static uint64_t xz_size(const void *p, size_t n, uint64_t cap)
 	}
 	lzma_end(&z);
 	return total;
+}
+
+/* Whether elf has a section named name (of data, not SHT_NOBITS). */
+static bool has_section(Elf *elf, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (n && strcmp(n, name) == 0)
+			return true;
+	}
+	return false;
 }
 
 /*
@@ -663,11 +721,13 @@ static int module_open(struct sym *s, struct symmod *sm)
 	int rc, n;
 
 	rc = -EINVAL;
+	symrec_guard_init(&sm->guard);
 	sm->elf = sm->image ? elf_memory(sm->image, sm->image_size)
 			    : elf_begin(sm->fd, ELF_C_READ, NULL);
 	if (!sm->elf || elf_range(sm->elf, &lo, &hi) ||
 	    !inflation_bounded(sm->elf))
 		goto out_close;
+	sm->eh_frame = has_section(sm->elf, ".eh_frame");
 	rc = -ENOMEM;
 	sm->dwfl = dwfl_begin(&dwfl_callbacks);
 	if (!sm->dwfl)
@@ -1162,6 +1222,7 @@ static int expand_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
 	if (!c->resolved[mi] && past_deadline(c))
 		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
 	if (!c->resolved[mi]) {
+		parsenote(c->d->modules[mi].start);
 		rc = module_get(s, &c->d->modules[mi], &c->mods[mi]);
 		if (rc)
 			return rc;
@@ -1181,11 +1242,12 @@ static int expand_ip(struct symctx *c, struct fvec *v, uint64_t ip, bool exact,
 		return fvec_push(v, ip, mi, off, NULL, NULL, 0, false);
 	} else {
 		s->misses++;
+		parsenote(c->d->modules[mi].start);
 		if (!sm->tab)
 			sm->tab = symtab_build(sm->mod); /* NULL: slow path */
 		rec = symrec_lookup(sm->mod, sm->dwarf,
 				    symtab_name_at(sm->tab, sm->mod, addr),
-				    addr);
+				    addr, &sm->guard);
 		if (!rec)
 			return -ENOMEM;
 		rc = cache_put(s, sm, addr, rec);
@@ -1365,7 +1427,7 @@ static bool in_trampoline(const struct symctx *c, uint64_t ip)
 	if (mi < 0 || !c->symbols || !c->resolved[mi] || !c->mods[mi])
 		return false;
 	sm = c->mods[mi];
-	cfi = dwfl_module_eh_cfi(sm->mod, &bias);
+	cfi = sm->eh_frame ? dwfl_module_eh_cfi(sm->mod, &bias) : NULL;
 	if (!cfi)
 		cfi = dwfl_module_dwarf_cfi(sm->mod, &bias);
 	if (!cfi || dwarf_cfi_addrframe(cfi, ip - c->d->modules[mi].bias - bias,
@@ -1690,6 +1752,13 @@ int sym_dump_until(struct sym *s, struct sw_dump *d, bool symbols,
 		d->symbols_partial = c.cut;
 		for (size_t i = 0; c.resolved && i < d->nmodules; i++)
 			if (c.resolved[i] && c.mods[i]) {
+				/* A bound kept part of its DWARF out. */
+				if (c.mods[i]->guard.why &&
+				    !d->modules[i].symbols_error) {
+					d->modules[i].symbols_error =
+						strdup(c.mods[i]->guard.why);
+					d->symbols_partial = true;
+				}
 				if (c.mods[i]->glibc_minor > d->glibc_minor)
 					d->glibc_minor = c.mods[i]->glibc_minor;
 				d->glibc_static |= c.mods[i]->glibc_static;

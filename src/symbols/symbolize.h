@@ -47,6 +47,24 @@ typedef int (*sym_open_fn)(void *arg, const struct sw_module *m);
 typedef int (*sym_image_fn)(void *arg, const struct sw_module *m, void **image,
 			    size_t *size);
 
+/*
+ * How separate debug files are found by build-id, for every symbolizer
+ * of the process: fn returns an open fd of the file (the symbolizer owns
+ * it) or a negative errno. NULL (the default): the system's debug
+ * directory, /usr/lib/debug/.build-id, opened by the module file rule.
+ * A parser worker, which may open nothing, asks its daemon.
+ */
+void sym_set_debug_fn(int (*fn)(const uint8_t *id, size_t n));
+
+/*
+ * Loads what symbolizing would load later (libstdc++'s demangler), for
+ * a process about to lose the right to open files.
+ */
+void sym_prepare(void);
+
+/* The default's way: the system's debug file for a build-id, or -ENOENT. */
+int sym_open_debug(const uint8_t *id, size_t n);
+
 /* Creates a symbolizer. Returns 0 or -ENOMEM. */
 int sym_new(sym_open_fn open_fn, void *open_arg, struct sym **out);
 

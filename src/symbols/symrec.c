@@ -39,6 +39,11 @@ static void demangle_init(void)
 	cxa_demangle = (demangle_fn)f;
 }
 
+void symrec_prepare(void)
+{
+	pthread_once(&demangle_once, demangle_init);
+}
+
 /* See symrec.h. Loads libstdc++ on the first mangled name. */
 char *symrec_clean_name(const char *raw)
 {
@@ -326,23 +331,165 @@ static bool add_scopes(Dwfl_Module *mod, uint64_t addr, struct tmprec *r,
 	return inlined;
 }
 
+void symrec_guard_init(struct symrec_guard *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->strings_ok = -1;
+}
+
+/*
+ * The deepest the DIEs of cu nest, walked without recursion; stops once
+ * past max.
+ */
+static int unit_depth(Dwarf_Die *cu, int max)
+{
+	Dwarf_Die stack[SYMREC_MAX_DEPTH + 2];
+	int depth = 0, deepest = 0;
+	/* A sibling chain that loops is as bad as one too deep. */
+	uint64_t visits = 0;
+
+	if (dwarf_child(cu, &stack[0]) != 0)
+		return 0;
+	for (;;) {
+		Dwarf_Die *d = &stack[depth];
+
+		if (++visits > SYMREC_MAX_DIES)
+			return max + 1;
+		if (depth + 1 > deepest)
+			deepest = depth + 1;
+		if (deepest > max)
+			return deepest;
+		if (dwarf_haschildren(d) > 0 &&
+		    dwarf_child(d, &stack[depth + 1]) == 0) {
+			depth++;
+			continue;
+		}
+		/* Up until a DIE with a next sibling, or out of the unit. */
+		while (dwarf_siblingof(&stack[depth], &stack[depth]) != 0)
+			if (--depth < 0)
+				return deepest;
+	}
+}
+
+/* The section of elf named name, or NULL. */
+static Elf_Data *section_data(Elf *elf, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (n && strcmp(n, name) == 0)
+			return elf_getdata(scn, NULL);
+	}
+	return NULL;
+}
+
+/* The length of the line program of cu (0 when it has none). */
+static uint64_t line_program_bytes(Dwarf_Die *cu)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Word off;
+	Elf_Data *data;
+	uint32_t len32;
+	uint64_t len;
+
+	if (dwarf_formudata(dwarf_attr(cu, DW_AT_stmt_list, &attr), &off) != 0)
+		return 0;
+	data = section_data(dwarf_getelf(dwarf_cu_getdwarf(cu->cu)),
+			    ".debug_line");
+	if (!data || !data->d_buf || off > data->d_size ||
+	    data->d_size - off < 4)
+		return 0;
+	memcpy(&len32, (const char *)data->d_buf + off, 4);
+	if (len32 != 0xffffffffu)
+		return len32;
+	if (data->d_size - off < 12)
+		return 0;
+	memcpy(&len, (const char *)data->d_buf + off + 4, 8);
+	return len;
+}
+
+/* Whether the string sections of dw end in NUL (libdw reads to one). */
+static bool strings_end(Dwarf *dw)
+{
+	static const char *const names[] = { ".debug_str", ".debug_line_str" };
+	Elf *elf = dwarf_getelf(dw);
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		Elf_Data *data = section_data(elf, names[i]);
+
+		if (data && data->d_buf && data->d_size &&
+		    ((const char *)data->d_buf)[data->d_size - 1] != '\0')
+			return false;
+	}
+	return true;
+}
+
+/* g's verdict on cu, checked on its first use. */
+static void unit_verdict(struct symrec_guard *g, Dwarf_Die *cu, bool *deep_ok,
+			 bool *lines_ok)
+{
+	Dwarf_Off off = dwarf_dieoffset(cu);
+	unsigned k;
+
+	for (unsigned i = 0; i < g->nseen; i++)
+		if (g->seen[i].cu == off) {
+			*deep_ok = g->seen[i].deep_ok;
+			*lines_ok = g->seen[i].lines_ok;
+			return;
+		}
+	if (g->strings_ok < 0)
+		g->strings_ok = strings_end(dwarf_cu_getdwarf(cu->cu));
+	*deep_ok = g->strings_ok &&
+		   unit_depth(cu, SYMREC_MAX_DEPTH) <= SYMREC_MAX_DEPTH;
+	*lines_ok = g->strings_ok &&
+		    line_program_bytes(cu) <= SYMREC_MAX_LINE_BYTES;
+	if (!g->why && !g->strings_ok)
+		g->why = "its debug information has a string section with no "
+			 "end";
+	else if (!g->why && !*deep_ok)
+		g->why = "its debug information nests deeper than 256 scopes";
+	else if (!g->why && !*lines_ok)
+		g->why = "a line table of it is larger than 4 MiB";
+	k = g->nseen < SYMREC_GUARD_UNITS ? g->nseen++
+					  : g->next++ % SYMREC_GUARD_UNITS;
+	g->seen[k].cu = off;
+	g->seen[k].deep_ok = *deep_ok;
+	g->seen[k].lines_ok = *lines_ok;
+}
+
 /* See symrec.h. */
 struct symrec *symrec_lookup(Dwfl_Module *mod, bool dwarf,
-			     const char *symname_raw, uint64_t addr)
+			     const char *symname_raw, uint64_t addr,
+			     struct symrec_guard *g)
 {
 	struct tmprec r = { 0 };
-	Dwfl_Line *l;
+	Dwfl_Line *l = NULL;
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwarf ? dwfl_module_addrdie(mod, addr, &bias) : NULL;
+	bool deep_ok = false, lines_ok = false;
 	char *symname, *file = NULL;
 	int line = 0;
 
+	if (cu)
+		unit_verdict(g, cu, &deep_ok, &lines_ok);
 	symname = dup_name(&r, symname_raw);
-	l = dwarf ? dwfl_module_getsrc(mod, addr) : NULL;
+	if (lines_ok)
+		l = dwfl_module_getsrc(mod, addr);
 	if (l) {
 		const char *f = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
 
 		file = dup_path(&r, f, dwfl_line_comp_dir(l));
 	}
-	if (!dwarf || !add_scopes(mod, addr, &r, &symname, file, line))
+	if (!deep_ok || !add_scopes(mod, addr, &r, &symname, file, line))
 		tmp_push(&r, symname, file, line, false);
 	else
 		free(symname);

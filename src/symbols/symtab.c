@@ -231,8 +231,10 @@ const char *symtab_name_at(const struct symtab *t, Dwfl_Module *mod, uint64_t x)
 
 	if (t) {
 		e = tier_find(&t->tier[0], x, &gave_up);
+		/* (bsearch() of no array at all is undefined) */
 		if (!e && !gave_up &&
-		    !bsearch(&x, t->exact, t->nexact, sizeof(x), u64_cmp))
+		    (!t->nexact ||
+		     !bsearch(&x, t->exact, t->nexact, sizeof(x), u64_cmp)))
 			e = tier_find(&t->tier[1], x, &gave_up);
 		if (e)
 			return e->name;

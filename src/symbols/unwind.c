@@ -36,6 +36,7 @@
 #include "model/procfs.h"
 #include "model/waitmem.h"
 #include "modopen.h"
+#include "parsenote.h"
 #include "stackwatch.h"
 #include "vdso.h"
 
@@ -118,6 +119,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 	}
 	if (name[0] != '/' || !u)
 		return -1;
+	parsenote(base);
 	fd = u->open_fn ? u->open_fn(u->open_arg, base, name)
 			: modopen_file(name, 0);
 	if (fd < 0)
@@ -340,6 +342,23 @@ static void note_frame(struct unw *u, Dwfl_Frame *state, uint64_t pc,
 	}
 }
 
+/*
+ * The next step reads the call frame information of the module that
+ * holds pc: noted for a supervisor (parsenote.h).
+ */
+static void note_module(Dwfl_Frame *state, Dwarf_Addr pc)
+{
+	Dwfl_Module *mod;
+	Dwarf_Addr low = 0;
+
+	if (!parsenote_wanted())
+		return;
+	mod = dwfl_addrmodule(dwfl_thread_dwfl(dwfl_frame_thread(state)), pc);
+	if (mod &&
+	    dwfl_module_info(mod, NULL, &low, NULL, NULL, NULL, NULL, NULL))
+		parsenote(low);
+}
+
 /* One frame: its pc, innermost first, up to u->max. */
 static int frame_cb(Dwfl_Frame *state, void *arg)
 {
@@ -355,6 +374,7 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 		u->resuming = false;
 	}
 	note_frame(u, state, pc, activation);
+	note_module(state, pc);
 	/* A return address is looked up at the call, just before it. */
 	if (pc && ours(u, dwfl_thread_dwfl(dwfl_frame_thread(state)),
 		       activation ? pc : pc - 1))

@@ -84,16 +84,27 @@ static int count_traced(const struct itest_daemon *d, pid_t helper,
 			const char *target, uid_t as, int *status,
 			bool *seize_seen)
 {
-	char log[256], spid[16], hpid[16], line[1024];
+	char log[256], spid[16], hpid[16], h2pid[16], line[1024], path[96];
 	struct sec_answer a;
-	pid_t tracer;
+	pid_t tracer, other = 0;
 	FILE *f;
 	int calls = 0;
 
+	/* Both snapshot helpers (the daemon's children; the second is
+	 * the first's keeper, and requests go to either). */
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)d->pid,
+		 (int)d->pid);
+	f = fopen(path, "re");
+	while (f && fscanf(f, "%d", &tracer) == 1)
+		if (tracer != helper && !other)
+			other = tracer;
+	if (f)
+		fclose(f);
 	snprintf(log, sizeof(log), "%s/strace.log", d->dir);
 	unlink(log);
 	snprintf(spid, sizeof(spid), "%d", (int)d->pid);
 	snprintf(hpid, sizeof(hpid), "%d", (int)helper);
+	snprintf(h2pid, sizeof(h2pid), "%d", (int)(other ? other : helper));
 	tracer = fork();
 	if (tracer == 0) {
 		int null = open("/dev/null", O_WRONLY);
@@ -102,7 +113,7 @@ static int count_traced(const struct itest_daemon *d, pid_t helper,
 		execlp("strace", "strace", "-f", "-qq", "-o", log, "-e",
 		       "trace=ptrace,process_vm_readv,process_vm_writev,bpf,"
 		       "perf_event_open",
-		       "-p", spid, "-p", hpid, (char *)NULL);
+		       "-p", spid, "-p", hpid, "-p", h2pid, (char *)NULL);
 		_exit(127);
 	}
 	itest_sleep_ms(700); /* strace attaches to every thread */
