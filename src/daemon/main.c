@@ -149,12 +149,6 @@ int main(int argc, char **argv)
 			     prc < 0 ? "no snapshot helper runs" : lwhy);
 	notify_init();
 	block_signals(&set);
-	/* The helpers' keeper: a thread, so after the lockdown. */
-	if (prc == 0 && (rc = cores_supervise()) < 0)
-		log_warn("the snapshot helpers are not watched: %s",
-			 sw_strerror(rc));
-	if ((rc = parsers_start()) < 0)
-		log_warn("parser workers are not kept: %s", sw_strerror(rc));
 	/* Our own threads are a target too: install the collector first. */
 	rc = collect_install();
 	if (rc < 0) {
@@ -164,6 +158,13 @@ int main(int argc, char **argv)
 			sw_strerror(rc));
 		return 1;
 	}
+	/* The helpers' keeper: a thread, so after the lockdown and after
+	 * the handler every thread of ours answers with. */
+	if (prc == 0 && (rc = cores_supervise()) < 0)
+		log_warn("the snapshot helpers are not watched: %s",
+			 sw_strerror(rc));
+	if ((rc = parsers_start()) < 0)
+		log_warn("parser workers are not kept: %s", sw_strerror(rc));
 	registry_set_limits(&(struct registry_limits){
 		.max_targets_per_user = o.max_targets_per_user,
 		.max_dump_addresses = o.max_dump_addresses,

@@ -723,7 +723,7 @@ static int bare_frames(struct sw_dump *d, const char *why)
 	pthread_mutex_unlock(&pool.bare_lock);
 	d->symbolized = true;
 	d->symbols_partial = true;
-	snprintf(reason, sizeof(reason), "no parser could read it: %s", why);
+	snprintf(reason, sizeof(reason), "no parser could read it: %.120s", why);
 	for (size_t i = 0; i < d->nmodules; i++)
 		module_error(&d->modules[i], reason);
 	return rc;
