@@ -208,7 +208,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
 
 # Unit tests of the daemon's parts link its objects (all but main).
 DAEMON_TEST_OBJS = $(filter-out $(BUILD)/obj/daemon/main.o,$(DAEMON_OBJS)) $(WEB_OBJ)
-$(BUILD)/tests/test_notify $(BUILD)/tests/test_peer \
+$(BUILD)/tests/test_notify $(BUILD)/tests/test_peer $(BUILD)/tests/test_broker \
 		$(BUILD)/tests/test_registry_skip $(BUILD)/tests/test_history: \
 		$(BUILD)/tests/%: \
 		tests/unit/%.c $(DAEMON_TEST_OBJS) \
@@ -369,6 +369,7 @@ $(BUILD)/fuzz/fuzz_symbolize: tests/fuzz/fuzz_symbolize.c \
 		src/symbols/symbolize.c src/symbols/symrec.c \
 		src/symbols/symtab.c src/symbols/modopen.c \
 		src/symbols/parsenote.c src/symbols/vdso.c src/model/dump.c \
+		src/model/procfs.c \
 		src/model/strerror.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $^ $(PKG_LIBS)
@@ -462,6 +463,7 @@ PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
 MANDIR         ?= $(PREFIX)/share/man
 DOCDIR         ?= $(PREFIX)/share/doc/stackwatch
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL        ?= install
 
 SW_VERSION_STR := $(shell sed -n 's/^\#define SW_VERSION "\(.*\)"$$/\1/p' \
@@ -496,7 +498,8 @@ install: all
 	    $(DESTDIR)$(AGENTDIR) $(DESTDIR)$(INCLUDEDIR) \
 	    $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1 \
 	    $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 \
-	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR)
+	    $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(DOCDIR) \
+	    $(DESTDIR)$(SYSUSERSDIR)
 	$(INSTALL) -m 755 $(BUILD)/stackwatchd $(BUILD)/stackwatch \
 	    $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 755 $(BUILD)/libstackwatch.so $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
@@ -518,8 +521,14 @@ install: all
 	sed 's|/usr/local/lib/stackwatch/|$(AGENTDIR)/|' \
 	    systemd/example-agent.conf >$(DESTDIR)$(DOCDIR)/example-agent.conf
 	$(INSTALL) -m 644 systemd/stackwatchd.conf.example $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 644 systemd/stackwatchd.sysusers \
+	    $(DESTDIR)$(SYSUSERSDIR)/stackwatchd.conf
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
 	    ldconfig 2>/dev/null || true; \
+	    getent passwd stackwatchd >/dev/null || \
+	        systemd-sysusers $(SYSUSERSDIR)/stackwatchd.conf 2>/dev/null || \
+	        useradd --system --user-group --no-create-home \
+	            --home-dir /nonexistent --shell /usr/sbin/nologin stackwatchd; \
 	    echo "installed; now: systemctl daemon-reload && systemctl enable --now stackwatchd"; \
 	fi
 
@@ -536,6 +545,7 @@ uninstall:
 	    $(MAN3_LINKS:%=$(DESTDIR)$(MANDIR)/man3/%.3) \
 	    $(DESTDIR)$(MANDIR)/man8/stackwatchd.8 \
 	    $(DESTDIR)$(SYSTEMDUNITDIR)/stackwatchd.service \
+	    $(DESTDIR)$(SYSUSERSDIR)/stackwatchd.conf \
 	    $(DESTDIR)$(DOCDIR)/example-agent.conf \
 	    $(DESTDIR)$(DOCDIR)/stackwatchd.conf.example
 	rmdir $(DESTDIR)$(AGENTDIR) $(DESTDIR)$(DOCDIR) 2>/dev/null || true

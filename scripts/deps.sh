@@ -54,6 +54,17 @@ lint) want=$lint ;;
 *) echo "deps.sh: unknown set '$1'" >&2; exit 2 ;;
 esac
 
+# The system user the daemon's unprivileged processes run as (its HTTP
+# service, its parser workers): made here for the tests' daemons, by
+# systemd/stackwatchd.sysusers on an installation. Without it they run as
+# nobody, and the CLI trusts no TCP listener of nobody's.
+if [ "$(id -u)" = 0 ] && ! getent passwd stackwatchd >/dev/null 2>&1; then
+	echo "adding the system user stackwatchd" >&2
+	useradd --system --user-group --no-create-home \
+		--home-dir /nonexistent --shell /usr/sbin/nologin stackwatchd >&2 ||
+		echo "deps.sh: could not add the user stackwatchd" >&2
+fi
+
 missing=""
 for p in $want; do
 	case " $missing " in *" $p "*) continue ;; esac

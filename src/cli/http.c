@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pwd.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -407,6 +408,21 @@ static int tcp_server_owner(struct server_check *c, const char *server_ip,
 	return rc;
 }
 
+/*
+ * Whether uid is the daemon's own system user, stackwatchd: its service
+ * gives up root once its sockets are bound, so the connections it
+ * accepts are that user's. A system account only an installation makes
+ * (never nobody, which any daemon may run as).
+ */
+static bool daemon_user(uid_t uid)
+{
+	char buf[1024];
+	struct passwd pw, *res = NULL;
+
+	return getpwnam_r("stackwatchd", &pw, buf, sizeof(buf), &res) == 0 &&
+	       res && res->pw_uid == uid && uid != 0;
+}
+
 /* CURLOPT_SOCKOPTFUNCTION: notes the unix socket libcurl connects. */
 static int note_socket(void *arg, curl_socket_t fd, curlsocktype purpose)
 {
@@ -436,7 +452,8 @@ static int server_prereq(void *arg, char *primary_ip, char *local_ip,
 	} else {
 		c->err = tcp_server_owner(c, primary_ip, primary_port, local_ip,
 					  local_port, &c->peer);
-		if (c->err == 0 && c->peer != 0 && c->peer != c->uid)
+		if (c->err == 0 && c->peer != 0 && c->peer != c->uid &&
+		    !daemon_user(c->peer))
 			c->err = -EPERM;
 	}
 	return c->err ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
@@ -450,8 +467,9 @@ static int check_fail(const struct server_check *c, struct http_response *resp)
 			    "it is not on this host: nothing was sent to it");
 	if (c->err == -EPERM)
 		return fail(resp, -EPERM,
-			    "its server runs as uid %u, not as root or as you "
-			    "(uid %u): nothing was sent to it",
+			    "its server runs as uid %u, not as root, as "
+			    "stackwatchd's user or as you (uid %u): nothing "
+			    "was sent to it",
 			    (unsigned)c->peer, (unsigned)c->uid);
 	return fail(resp, c->err, "cannot tell who listens there: %s",
 		    sw_strerror(c->err));

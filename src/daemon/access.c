@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model/procfs.h"
 #include "access.h"
 #include "model/clock.h"
 #include "model/procmaps.h"
@@ -384,7 +385,8 @@ static size_t unreadable_modules(const struct access *a,
 				 "/proc/%d/map_files/%lx-%lx", (int)d->pid,
 				 (unsigned long)mp->start,
 				 (unsigned long)mp->end);
-		hide[i] = !mp || stat(path, &st) < 0 || !may_read_file(a, &st);
+		hide[i] = !mp || procfs_stat(path, &st) < 0 ||
+			  !may_read_file(a, &st);
 		if (mp)
 			memo_put(a, d->pid, m->start, hide[i]);
 		n += hide[i];

@@ -16,11 +16,17 @@
 
 static bool service_locked;
 static char service_why[200] = "not installed yet";
+static char drop_why[200] = "it has not given up root yet";
 
 void guard_service_locked(bool ok, const char *why)
 {
 	service_locked = ok;
 	snprintf(service_why, sizeof(service_why), "%s", ok ? "" : why);
+}
+
+void guard_service_dropped(bool ok, const char *why)
+{
+	snprintf(drop_why, sizeof(drop_why), "%s", ok ? "" : why);
 }
 
 /* The capabilities' names, by number (linux/capability.h). */
@@ -74,6 +80,7 @@ static const char *const cap_names[] = {
 /* What /proc/PID/status says of a process's protections. */
 struct held {
 	uint64_t caps;	  /* CapEff */
+	int64_t uid;	  /* effective; -1: not said */
 	int no_new_privs; /* -1: not said */
 	int seccomp;	  /* 0 none, 1 strict, 2 filter; -1: not said */
 };
@@ -88,8 +95,13 @@ static int read_held(pid_t pid, struct held *h)
 	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
+	uint32_t ids[4];
+
 	h->caps = 0;
 	procfs_parse_status_hex(buf, (size_t)n, "CapEff", &h->caps);
+	h->uid = procfs_parse_status_ids(buf, (size_t)n, "Uid", ids, 4) >= 2
+			 ? (int64_t)ids[1]
+			 : -1;
 	h->no_new_privs =
 		procfs_parse_status_dec(buf, (size_t)n, "NoNewPrivs", &v) == 0
 			? (int)v
@@ -138,6 +150,7 @@ static cJSON *process_json(const char *role, pid_t pid, uint64_t allowed,
 				caps,
 				cJSON_CreateString(i < NCAPS ? cap_names[i]
 							     : "CAP_?"));
+	cJSON_AddNumberToObject(o, "uid", (double)h.uid);
 	cJSON_AddBoolToObject(o, "no_new_privs", h.no_new_privs == 1);
 	cJSON_AddNumberToObject(o, "seccomp", h.seccomp);
 	missing = cJSON_AddArrayToObject(o, "missing");
@@ -162,7 +175,9 @@ static cJSON *process_json(const char *role, pid_t pid, uint64_t allowed,
 					why + k, sizeof(why) - k, " %s",
 					i < NCAPS ? cap_names[i] : "CAP_?");
 		if (k < sizeof(why))
-			snprintf(why + k, sizeof(why) - k, ", not its own");
+			snprintf(why + k, sizeof(why) - k, ", not its own%s%s",
+				 allowed == 0 && drop_why[0] ? ": " : "",
+				 allowed == 0 ? drop_why : "");
 		add_missing(missing, "capabilities", why);
 	}
 	return o;
@@ -177,7 +192,8 @@ cJSON *guard_processes(void)
 
 	if (!arr)
 		return NULL;
-	o = process_json("service", getpid(), PTRACER_SERVICE_CAPS,
+	/* It holds none once started (ptracer_drop()). */
+	o = process_json("service", getpid(), 0,
 			 service_locked ? NULL : service_why);
 	if (o)
 		cJSON_AddItemToArray(arr, o);

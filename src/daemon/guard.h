@@ -25,6 +25,9 @@
  */
 void guard_service_locked(bool ok, const char *why);
 
+/* Whether the service gave up root and its capabilities, else why not. */
+void guard_service_dropped(bool ok, const char *why);
+
 /*
  * [{"role", "pid", "capabilities": ["CAP_..."], "no_new_privs",
  * "seccomp", "missing": [{"protection", "why"}]}] of every process of

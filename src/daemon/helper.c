@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "kread/ksnap.h"
 #include "kread/perfsample.h"
 #include "model/procfs.h"
@@ -83,10 +84,11 @@ static uint64_t respawn_test_ms;
 
 /*
  * Receives one request into buf (MAX_REQUEST bytes). Returns 1 with the
- * request, *answer_fd and, for a snapshot, *pinned (the process's pidfd,
- * or -1), 0 for a malformed one (skipped), -1 when the daemon is gone.
+ * request (*len bytes), *answer_fd and, for a snapshot, *pinned (the process's
+ * pidfd, or -1), 0 for a malformed one (skipped), -1 when the daemon is gone.
  */
-static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
+static int recv_request(int fd, uint8_t *buf, size_t *len, int *answer_fd,
+			int *pinned)
 {
 	char ctrl[CMSG_SPACE(sizeof(int)) * 4];
 	struct iovec io = { buf, MAX_REQUEST };
@@ -138,12 +140,14 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
 	     n != (ssize_t)sizeof(rq)) ||
 	    (rq.kind == REQ_WORKER &&
 	     (n != (ssize_t)sizeof(rq) || *pinned < 0)) ||
+	    (rq.kind == REQ_BROKER &&
+	     (size_t)n > sizeof(rq) + BROKER_PATH_MAX) ||
 	    (rq.kind == REQ_CHECK &&
 	     (rq.n > PTRACER_CHECK_MAX ||
 	      (size_t)n != sizeof(rq) + rq.n * sizeof(struct request_task))) ||
 	    (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_CHECK &&
 	     rq.kind != REQ_STATUS && rq.kind != REQ_PEER &&
-	     rq.kind != REQ_WORKER)) {
+	     rq.kind != REQ_WORKER && rq.kind != REQ_BROKER)) {
 		if (*answer_fd >= 0)
 			close(*answer_fd);
 		if (*pinned >= 0)
@@ -152,6 +156,7 @@ static int recv_request(int fd, uint8_t *buf, int *answer_fd, int *pinned)
 		*pinned = -1;
 		return 0; /* malformed: skipped */
 	}
+	*len = (size_t)n;
 	if (rq.kind != REQ_SNAPSHOT && rq.kind != REQ_WORKER && *pinned >= 0) {
 		close(*pinned);
 		*pinned = -1;
@@ -666,6 +671,7 @@ int ptracer_main(int fd, bool kernel_reads)
 		struct signalfd_siginfo si;
 		struct request rq;
 		int answer_fd, pinned, r;
+		size_t r_len = 0;
 
 		r = poll(p, peer_pidfd >= 0 ? 3 : 2, next_deadline_ms());
 		if (r < 0 && errno != EINTR)
@@ -679,7 +685,7 @@ int ptracer_main(int fd, bool kernel_reads)
 			spawn_peer(fd);
 		if (r <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		r = recv_request(fd, buf, &answer_fd, &pinned);
+		r = recv_request(fd, buf, &r_len, &answer_fd, &pinned);
 		if (r < 0)
 			break;
 		if (r == 0)
@@ -698,6 +704,9 @@ int ptracer_main(int fd, bool kernel_reads)
 			answer_fd = -1; /* kept */
 		} else if (rq.kind == REQ_WORKER) {
 			spawn_worker(&rq, answer_fd, pinned);
+		} else if (rq.kind == REQ_BROKER) {
+			broker_serve(&rq, buf + sizeof(rq), r_len - sizeof(rq),
+				     answer_fd);
 		} else
 			check(&own, &rq,
 			      (const struct request_task *)(buf + sizeof(rq)),

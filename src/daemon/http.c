@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "broker.h"
 #include "model/buf.h"
 #include "stackwatch.h"
 #include "access.h"
@@ -839,6 +840,12 @@ static bool targets_of(struct http *h, struct MHD_Connection *c,
 	if (!t && zombie_seen(acc, pid)) {
 		snap_why(pid, SNAP_EZOMBIE, 0, why, sizeof(why));
 		*ret = send_error(c, 422, fmt, why);
+		return false;
+	}
+	/* With no core, a process without the agent cannot be told. */
+	if (!t && broker_in_use() && cores_state(NULL, 0) >= 2) {
+		reason_of(PTRACER_EGONE, why, sizeof(why), pid);
+		*ret = send_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, fmt, why);
 		return false;
 	}
 	if (!t) {

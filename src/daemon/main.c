@@ -144,7 +144,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	prc = ptracer_start(o.kernel_reads);
-	lrc = prc == 0 ? ptracer_lockdown(lwhy, sizeof(lwhy)) : 0;
+	lrc = prc == 0 ? ptracer_lockdown(wuid, wgid, lwhy, sizeof(lwhy)) : 0;
 	guard_service_locked(prc == 0 && lrc == 0,
 			     prc < 0 ? "no snapshot helper runs" : lwhy);
 	notify_init();
@@ -213,6 +213,12 @@ int main(int argc, char **argv)
 		stacks_release(&st);
 		return 1;
 	}
+	/* Every socket is bound: root is no longer needed here. */
+	rc = ptracer_drop(wuid, wgid, why, sizeof(why));
+	guard_service_dropped(rc == 0, why);
+	if (rc < 0)
+		log_warn("the service keeps root and its capabilities: %s",
+			 why);
 	if (strchr(o.listen_addr, ':'))
 		fprintf(stderr, "listening on http://[%s]:%d\n", o.listen_addr,
 			port);

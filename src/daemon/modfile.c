@@ -27,6 +27,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "model/procfs.h"
 #include "modfile.h"
 #include "stackwatch.h"
 #include "symbols/modopen.h"
@@ -49,7 +50,7 @@ static bool same_mount_ns(pid_t pid)
 	struct stat a, b;
 
 	snprintf(fname, sizeof(fname), "/proc/%d/ns/mnt", (int)pid);
-	if (stat(fname, &a) < 0 || stat("/proc/self/ns/mnt", &b) < 0)
+	if (procfs_stat(fname, &a) < 0 || stat("/proc/self/ns/mnt", &b) < 0)
 		return true; /* cannot tell: use the path as is */
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }

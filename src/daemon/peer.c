@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "model/clock.h"
 #include "model/procfs.h"
 #include "model/sockdiag.h"
@@ -122,7 +123,7 @@ static bool in_own_userns(int pidfd, pid_t pid)
 		return same;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-	if (stat(path, &st) < 0 || !procfs_pidfd_alive(pidfd))
+	if (procfs_stat(path, &st) < 0 || !procfs_pidfd_alive(pidfd))
 		return false;
 	return st.st_dev == own_userns.dev && st.st_ino == own_userns.ino;
 }
@@ -362,7 +363,7 @@ static pid_t find_recent(int proc, const char *want, uid_t owner, pid_t self,
  * are not dumpable); never ourselves; until PEER_SCAN_MS have passed.
  * Returns its pid with *fdnum, or 0.
  */
-static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
+pid_t peer_find_holder(uint32_t inode, uid_t owner, int *fdnum)
 {
 	uint64_t until = clock_now_ns() + PEER_SCAN_MS * 1000000ull;
 	pid_t cached[HOLDERS_KEPT], found = 0, self = getpid(), *pids;
@@ -415,6 +416,23 @@ static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
 	return found;
 }
 
+bool peer_holds(pid_t pid, int fdnum, uint32_t inode)
+{
+	char path[64], want[40];
+	bool still;
+	int dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	snprintf(want, sizeof(want), "socket:[%u]", (unsigned)inode);
+	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return false;
+	snprintf(path, sizeof(path), "%d", fdnum);
+	still = holds_socket(dir, path, want);
+	close(dir);
+	return still;
+}
+
 /*
  * Proves who holds the client's socket s: a process that has it open
  * and whose effective uid is its owner; its gid, groups and capabilities
@@ -425,11 +443,10 @@ static pid_t find_holder(uint32_t inode, uid_t owner, int *fdnum)
  */
 static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 {
-	char path[64], want[40];
 	uid_t euid;
 	gid_t egid;
 	pid_t pid;
-	int fdnum = -1, dir, pidfd;
+	int fdnum = -1, pidfd;
 	bool still;
 
 	/*
@@ -442,7 +459,8 @@ static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 			      s->state != SOCKDIAG_TCP_FIN_WAIT1 &&
 			      s->state != SOCKDIAG_TCP_FIN_WAIT2))
 		return -1;
-	pid = find_holder(s->inode, s->uid, &fdnum);
+	pid = broker_in_use() ? broker_find_holder(s->inode, s->uid, &fdnum)
+			      : peer_find_holder(s->inode, s->uid, &fdnum);
 	if (!pid)
 		return -1;
 	/* Pinned first: what is read next is of this process or of none. */
@@ -454,14 +472,9 @@ static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 	    euid != s->uid)
 		goto out_close;
 	p->caps = caps_that_count(pidfd, pid, p->caps);
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	snprintf(want, sizeof(want), "socket:[%u]", (unsigned)s->inode);
-	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dir < 0)
-		goto out_close;
-	snprintf(path, sizeof(path), "%d", fdnum);
-	still = holds_socket(dir, path, want) && procfs_pidfd_alive(pidfd);
-	close(dir);
+	still = (broker_in_use() ? broker_holds(pid, fdnum, s->inode)
+				 : peer_holds(pid, fdnum, s->inode)) &&
+		procfs_pidfd_alive(pidfd);
 	if (!still)
 		goto out_close;
 	close(pidfd);

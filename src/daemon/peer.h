@@ -63,4 +63,13 @@ int peer_count_key(int fd, char *key, size_t size, bool *root);
 /* Whether p is in group g (its primary group or one of the others). */
 bool peer_in_group(const struct peer *p, gid_t g);
 
+/*
+ * Which process of user owner holds socket "socket:[inode]" (searched
+ * in /proc for at most a few milliseconds), with *fdnum its number
+ * there; 0 for none. Whether pid still holds it as fdnum. Both read
+ * other users' descriptors: a privileged reader's (broker.h).
+ */
+pid_t peer_find_holder(uint32_t inode, uid_t owner, int *fdnum);
+bool peer_holds(pid_t pid, int fdnum, uint32_t inode);
+
 #endif /* SWD_PEER_H */

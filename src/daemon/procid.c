@@ -80,7 +80,7 @@ static int read_layout(const char *dir, struct procid *out)
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/stat", dir);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	n = procfs_read_checked(AT_FDCWD, path, buf, sizeof(buf));
 	if (n < 0)
 		return n == -ENOENT ? -ESRCH : (int)n;
 	for (int i = 0; i < 3; i++)

@@ -11,9 +11,11 @@
  * uid: a user who asks for a hundred snapshots delays only their own.
  */
 #define _GNU_SOURCE
+#include "broker.h"
 #include "ptracer.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
@@ -107,7 +109,7 @@ int ptracer_start(bool kernel_reads)
 	return cores_start(kernel_reads);
 }
 
-int ptracer_lockdown(char *why, size_t size)
+int ptracer_lockdown(uid_t uid, gid_t gid, char *why, size_t size)
 {
 	char cwhy[160];
 	int rc;
@@ -120,12 +122,37 @@ int ptracer_lockdown(char *why, size_t size)
 		 "process at exit");
 	return -ENOSYS;
 #endif
-	rc = filter_lock_service(why, size);
+	rc = filter_lock_service(uid, gid, why, size);
 	/* It denies with EPERM what our handler never calls: our own
 	 * threads stay dumpable by signal. */
 	if (rc == 0)
 		collect_trust_own_seccomp();
 	return rc;
+}
+
+int ptracer_drop(uid_t uid, gid_t gid, char *why, size_t size)
+{
+	pid_t pids[CORES];
+
+	if (getuid() != 0 || geteuid() != 0 || !cores_pids(pids))
+		return 0;
+	/* glibc makes every thread of ours take each of these. */
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0) {
+		int rc = -errno;
+
+		snprintf(why, size, "cannot become uid %u: %s", (unsigned)uid,
+			 strerror(-rc));
+		return rc;
+	}
+#if defined(__SANITIZE_ADDRESS__)
+	/* Its leak checker attaches to us at exit. */
+	prctl(PR_SET_DUMPABLE, 1);
+#else
+	prctl(PR_SET_DUMPABLE, 0);
+#endif
+	broker_use();
+	return 0;
 }
 
 void ptracer_stop(void)

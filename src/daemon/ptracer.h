@@ -33,18 +33,19 @@
  * processes (CAP_SYS_PTRACE, CAP_BPF, CAP_PERFMON, at real-time
  * priority: CAP_SYS_NICE), opens what they map (CAP_DAC_READ_SEARCH,
  * CAP_CHECKPOINT_RESTORE) and takes a requester's credentials for the
- * access check (CAP_SETUID, CAP_SETGID); the daemon proper reads their
- * /proc files and mapped files (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
- * CAP_CHECKPOINT_RESTORE), their kernel stacks (CAP_SYS_ADMIN, when it
- * has it), may listen on a port below 1024 and ends a parser worker
- * (another user) that overran its time (CAP_KILL).
+ * access check (CAP_SETUID, CAP_SETGID); the daemon proper keeps until
+ * its sockets are bound (a port below 1024: CAP_NET_BIND_SERVICE) what
+ * it read with before (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
+ * CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN, CAP_KILL), then gives up root
+ * and all of them (ptracer_drop(), CAP_SETUID, CAP_SETGID): from there
+ * on a core reads for it (broker.h).
  */
 #define PTRACER_CORE_CAPS                                           \
 	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(23) | \
 	 CAPS_BIT(6) | CAPS_BIT(7) | CAPS_BIT(38) | CAPS_BIT(39))
 #define PTRACER_SERVICE_CAPS                                        \
 	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(21) | \
-	 CAPS_BIT(10) | CAPS_BIT(5))
+	 CAPS_BIT(10) | CAPS_BIT(5) | CAPS_BIT(6) | CAPS_BIT(7))
 
 /* The helper is gone (killed): no snapshot can be taken until restart. */
 #define PTRACER_EGONE (-21201)
@@ -105,14 +106,23 @@ int ptracer_perf_status(char *why, size_t size);
 
 /*
  * Forbids the calling process ptrace, the process_vm_* calls, bpf,
- * perf_event_open and every change of its credentials from now on (every
- * thread, present and future; privsep/filter.h), and keeps of its
- * capabilities PTRACER_SERVICE_CAPS only: only the helper reads other
- * processes or takes a requester's credentials. Returns 0 or a negative errno
- * with why (size bytes). Builds with AddressSanitizer skip the filter: its leak
- * checker ptraces the process at exit.
+ * perf_event_open and every change of its credentials but to uid and gid
+ * from now on (every thread, present and future; privsep/filter.h), and
+ * keeps of its capabilities PTRACER_SERVICE_CAPS only: only the helper
+ * reads other processes or takes a requester's credentials. Returns 0 or
+ * a negative errno with why (size bytes). Builds with AddressSanitizer
+ * skip the filter: its leak checker ptraces the process at exit.
  */
-int ptracer_lockdown(char *why, size_t size);
+int ptracer_lockdown(uid_t uid, gid_t gid, char *why, size_t size);
+
+/*
+ * The service gives up root for uid and gid, every thread of it, and so
+ * every capability; what it reads of other processes from then on, a
+ * core reads for it (broker.h). Not dumpable (so not traceable by its
+ * new user's other processes). Nothing to do when it is not root or no
+ * core runs. 0 or a negative errno with why.
+ */
+int ptracer_drop(uid_t uid, gid_t gid, char *why, size_t size);
 
 /*
  * Has a core start a parser worker (privsep/worker.h) on sock, as uid

@@ -37,7 +37,8 @@ enum {
 	REQ_CHECK = 2,
 	REQ_STATUS = 3,
 	REQ_PEER = 4,
-	REQ_WORKER = 5
+	REQ_WORKER = 5,
+	REQ_BROKER = 6 /* broker.h: rq.n says what, the body a path */
 };
 
 struct worker_started {

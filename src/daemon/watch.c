@@ -48,7 +48,7 @@ static cJSON *kernel_frames(pid_t pid, pid_t tid)
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/stack", (int)pid,
 		 (int)tid);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	n = procfs_read_checked(AT_FDCWD, path, buf, sizeof(buf));
 	if (n <= 0)
 		return NULL;
 	arr = cJSON_CreateArray();
@@ -80,7 +80,7 @@ static cJSON *wait_channel(pid_t pid, pid_t tid)
 
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)pid,
 		 (int)tid);
-	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	n = procfs_read_checked(AT_FDCWD, path, buf, sizeof(buf));
 	if (n <= 0 || (n == 1 && buf[0] == '0'))
 		return NULL;
 	buf[strcspn(buf, "\n")] = '\0';

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -225,6 +226,89 @@ int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
 	return 0;
 }
 
+static const struct procfs_broker *broker;
+
+void procfs_set_broker(const struct procfs_broker *b)
+{
+	broker = b;
+}
+
+const struct procfs_broker *procfs_get_broker(void)
+{
+	return broker;
+}
+
+/* The absolute path of path under dirfd, into out; false if none. */
+static bool full_path(int dirfd, const char *path, char *out, size_t size)
+{
+	char self[40];
+	ssize_t n;
+
+	if (path[0] == '/' || dirfd == AT_FDCWD)
+		return (size_t)snprintf(out, size, "%s", path) < size;
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", dirfd);
+	n = readlink(self, out, size - 1);
+	if (n <= 0 || (size_t)n >= size - 1)
+		return false;
+	out[n] = '\0';
+	return (size_t)snprintf(out + n, size - (size_t)n, "/%s", path) <
+	       size - (size_t)n;
+}
+
+/* Whether the kernel refused us (not: there is no such file). */
+static bool refused(int err)
+{
+	return err == -EACCES || err == -EPERM;
+}
+
+static ssize_t brokered_read(int dirfd, const char *path, char *buf,
+			     size_t size)
+{
+	char full[256];
+
+	if (!full_path(dirfd, path, full, sizeof(full)))
+		return -ENAMETOOLONG;
+	return broker->read(full, buf, size);
+}
+
+int procfs_open(const char *path)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd >= 0)
+		return fd;
+	fd = -errno;
+	if (broker && refused(fd))
+		fd = broker->open(path, strlen(path) + 1, PROCFS_HOW_READ, &st);
+	return fd;
+}
+
+int procfs_stat(const char *path, struct stat *st)
+{
+	int fd;
+
+	if (stat(path, st) == 0)
+		return 0;
+	fd = -errno;
+	if (!broker || !refused(fd))
+		return fd;
+	fd = broker->open(path, strlen(path) + 1, PROCFS_HOW_PATH, st);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+ssize_t procfs_read_checked(int dirfd, const char *path, char *buf, size_t size)
+{
+	if (size == 0)
+		return -EINVAL;
+	if (broker)
+		return brokered_read(dirfd, path, buf, size);
+	return procfs_read_at(dirfd, path, buf, size);
+}
+
 ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size)
 {
 	ssize_t n;
@@ -234,6 +318,8 @@ ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size)
 	if (size == 0)
 		return -EINVAL;
 	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && broker && refused(-errno))
+		return brokered_read(dirfd, path, buf, size);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
 	while (got < size - 1) {
@@ -510,7 +596,7 @@ int procfs_read_syscall(int taskfd, pid_t tid, uint64_t *sp, uint64_t *pc)
 	int k = 0;
 
 	snprintf(path, sizeof(path), "%d/syscall", (int)tid);
-	n = procfs_read_at(taskfd, path, buf, sizeof(buf));
+	n = procfs_read_checked(taskfd, path, buf, sizeof(buf));
 	if (n < 0)
 		return (int)n;
 	if (strncmp(buf, "running", 7) == 0)

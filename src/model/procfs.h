@@ -77,6 +77,49 @@ int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
 ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size);
 
 /*
+ * The broker: how a process that holds no privilege (the daemon's
+ * service) reads what only a privileged one may under /proc/PID: the
+ * files the kernel checks at open (maps, auxv, map_files, the namespace
+ * links, a process's root) and those it checks at each read (wchan,
+ * stack, syscall, the layout fields of stat). Set once at start, before
+ * any thread reads /proc; without one (the default) all is read directly.
+ *
+ * open() opens path as how says (PROCFS_HOW_*), *st its status; read()
+ * reads it, as procfs_read_at() would. Both return what their direct
+ * counterparts would: a descriptor or a length, else a negative errno.
+ */
+enum {
+	PROCFS_HOW_READ = 1,   /* O_RDONLY */
+	PROCFS_HOW_PATH = 2,   /* O_PATH, a final magic link followed */
+	PROCFS_HOW_MODULE = 3, /* modopen_file(path, MODOPEN_FOLLOW) */
+	PROCFS_HOW_IN_ROOT = 4 /* path "ROOT/\0REL": modopen_in_root() */
+};
+struct stat;
+struct procfs_broker {
+	int (*open)(const char *path, size_t len, int how, struct stat *st);
+	ssize_t (*read)(const char *path, char *buf, size_t size);
+};
+void procfs_set_broker(const struct procfs_broker *b);
+const struct procfs_broker *procfs_get_broker(void);
+
+/*
+ * Opens path (under /proc) read-only; one the kernel refuses us goes to
+ * the broker, when there is one. The fd or a negative errno.
+ */
+int procfs_open(const char *path);
+
+/* stat() of path (under /proc), through the broker when refused. */
+int procfs_stat(const char *path, struct stat *st);
+
+/*
+ * As procfs_read_at(), for a file whose contents the kernel gives in full
+ * only to a privileged reader (wchan, stack, syscall, the layout fields
+ * of stat): through the broker whenever there is one.
+ */
+ssize_t procfs_read_checked(int dirfd, const char *path, char *buf,
+			    size_t size);
+
+/*
  * Lists the thread ids under the task directory open at taskfd, ascending.
  * *out is malloc'd (caller frees). At most max ids; more is SW_ETOOBIG.
  */

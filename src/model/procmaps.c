@@ -22,6 +22,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "procfs.h"
 #include "stackwatch.h"
 
 struct sw_procmap_query {
@@ -184,7 +185,7 @@ static uint64_t sysinfo_ehdr(pid_t pid)
 	int fd;
 
 	snprintf(fname, sizeof(fname), "/proc/%d/auxv", (int)pid);
-	fd = open(fname, O_RDONLY | O_CLOEXEC);
+	fd = procfs_open(fname);
 	if (fd < 0)
 		return 0;
 	a = malloc(AUXV_MAX);
@@ -324,9 +325,9 @@ static int read_maps(pid_t pid, bool text_only, struct procmaps *out)
 
 	memset(out, 0, sizeof(*out));
 	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	fd = open(fname, O_RDONLY | O_CLOEXEC);
+	fd = procfs_open(fname);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	r = -ENOTTY;
 	if (!text_only &&
 	    !atomic_load_explicit(&no_query, memory_order_relaxed)) {

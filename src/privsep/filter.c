@@ -117,7 +117,25 @@ static int load(scmp_filter_ctx ctx, char *why, size_t size)
 	return rc < 0 ? fail(why, size, rc, "seccomp()") : 0;
 }
 
-int filter_lock_service(char *why, size_t size)
+/*
+ * Denies call unless its first three arguments are all id: the service's
+ * setresuid() and setresgid() to its own user, nothing else.
+ */
+static int only_to(scmp_filter_ctx ctx, int call, scmp_datum_t id)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), call, 1,
+				  SCMP_A0(SCMP_CMP_NE, id));
+
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), call, 1,
+				      SCMP_A1(SCMP_CMP_NE, id));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), call, 1,
+				      SCMP_A2(SCMP_CMP_NE, id));
+	return rc;
+}
+
+int filter_lock_service(uid_t uid, gid_t gid, char *why, size_t size)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	int rc;
@@ -125,8 +143,20 @@ int filter_lock_service(char *why, size_t size)
 	if (!ctx)
 		return fail(why, size, -ENOMEM, "seccomp_init");
 	rc = deny_all(ctx, system_calls, NELEM(system_calls));
-	if (rc == 0)
-		rc = deny_all(ctx, core_calls, NELEM(core_calls));
+	for (size_t i = 0; rc == 0 && i < NELEM(core_calls); i++) {
+		int call = core_calls[i];
+
+		if (call == SCMP_SYS(setresuid))
+			rc = only_to(ctx, call, (scmp_datum_t)uid);
+		else if (call == SCMP_SYS(setresgid))
+			rc = only_to(ctx, call, (scmp_datum_t)gid);
+		else if (call == SCMP_SYS(setgroups))
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), call,
+					      1, SCMP_A0(SCMP_CMP_NE, 0));
+		else
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), call,
+					      0);
+	}
 	if (rc < 0) {
 		seccomp_release(ctx);
 		return fail(why, size, rc, "seccomp_rule_add");

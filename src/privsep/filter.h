@@ -13,15 +13,20 @@
 #define SW_FILTER_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#include <stddef.h>
 
 /*
  * The service's filter (the process that parses HTTP and agent
  * messages): no ptrace, process_vm_*, bpf or perf_event_open, no other
- * credentials (set*id, capset), no real-time priority, no mounts, no
+ * credentials but uid and gid, its own user's (setresuid(uid, uid,
+ * uid), setresgid() the same with gid, setgroups(0, NULL): the one way
+ * it gives up root), no capset, no real-time priority, no mounts, no
  * module or kexec loading. 0, or a negative errno with why (size bytes)
  * saying what failed.
  */
-int filter_lock_service(char *why, size_t size);
+int filter_lock_service(uid_t uid, gid_t gid, char *why, size_t size);
 
 /*
  * The privileged core's (the snapshot helper's): what it needs (ptrace,

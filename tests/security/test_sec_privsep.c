@@ -7,9 +7,9 @@
  * of it (/proc/PID/status); the test reads that file itself too. The
  * service and the core each run under a seccomp filter of their own with
  * no_new_privs, the core keeps only the capabilities it reads processes
- * and checks requesters with, the service none of those it has no use
- * for (no CAP_SETUID, CAP_SETGID, CAP_SYS_NICE, CAP_BPF, CAP_PERFMON,
- * CAP_SYS_MODULE...), nothing is listed as missing, and /healthz says ok.
+ * and checks requesters with, the service (which parses HTTP and agent
+ * messages) holds none at all and no longer runs as root, a parser
+ * worker neither; nothing is listed as missing, and /healthz says ok.
  * (An AddressSanitizer build has no filters, by design: its leak checker
  * ptraces the process at exit; then each says why.)
  *
@@ -35,20 +35,20 @@
 	 CAP_BIT(17) /* SYS_RAWIO */ | CAP_BIT(22) /* SYS_BOOT */ | \
 	 CAP_BIT(24) /* SYS_RESOURCE */ | CAP_BIT(27) /* MKNOD */ | \
 	 CAP_BIT(31) /* SETFCAP */)
-/* The service's alone: it ends a parser worker (another user). */
-#define SERVICE_ONLY (CAP_BIT(5) /* KILL */)
 /* And those only the core may hold. */
 #define CORE_ONLY                                                 \
 	(CAP_BIT(6) /* SETGID */ | CAP_BIT(7) /* SETUID */ |      \
 	 CAP_BIT(23) /* SYS_NICE */ | CAP_BIT(38) /* PERFMON */ | \
 	 CAP_BIT(39) /* BPF */)
 
-/* CapEff, NoNewPrivs and Seccomp of pid from its status file. */
-static bool held(pid_t pid, unsigned long long *caps, int *nnp, int *sec)
+/* CapEff, NoNewPrivs, Seccomp and euid of pid from its status file. */
+static bool held(pid_t pid, unsigned long long *caps, int *nnp, int *sec,
+		 unsigned *euid)
 {
 	char path[48], line[256];
 	FILE *f;
 	int got = 0;
+	unsigned ruid;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	f = fopen(path, "r");
@@ -56,10 +56,11 @@ static bool held(pid_t pid, unsigned long long *caps, int *nnp, int *sec)
 		got += sscanf(line, "CapEff: %llx", caps) == 1;
 		got += sscanf(line, "NoNewPrivs: %d", nnp) == 1;
 		got += sscanf(line, "Seccomp: %d", sec) == 1;
+		got += sscanf(line, "Uid: %u %u", &ruid, euid) == 2;
 	}
 	if (f)
 		fclose(f);
-	return got == 3;
+	return got == 4;
 }
 
 static void check_process(cJSON *p, bool sanitized)
@@ -70,16 +71,23 @@ static void check_process(cJSON *p, bool sanitized)
 	const char *r = cJSON_IsString(role) ? role->valuestring : "?";
 	unsigned long long caps = 0;
 	int nnp = -1, sec = -1;
+	unsigned euid = 0;
 	bool core = strcmp(r, "core") == 0;
-	bool parser = strcmp(r, "parser") == 0;
 
 	TAP_OK(cJSON_IsNumber(pid) &&
-		       held((pid_t)pid->valuedouble, &caps, &nnp, &sec),
+		       held((pid_t)pid->valuedouble, &caps, &nnp, &sec, &euid),
 	       "%s: its status file is read", r);
 	TAP_OK((caps & NEVER_CAPS) == 0 && (core || !(caps & CORE_ONLY)) &&
-		       (!core || !(caps & SERVICE_ONLY)) && (!parser || !caps),
+		       (core || caps == 0),
 	       "%s: holds no capability it has no use for (CapEff %llx)", r,
 	       caps);
+	if (!core)
+		TAP_OK(euid != 0 &&
+			       cJSON_IsNumber(cJSON_GetObjectItem(p, "uid")) &&
+			       cJSON_GetObjectItem(p, "uid")->valuedouble ==
+				       (double)euid,
+		       "%s: runs as an unprivileged user (uid %u), and says so",
+		       r, euid);
 	if (sanitized) {
 		TAP_OK(cJSON_GetArraySize(missing) > 0,
 		       "%s: an AddressSanitizer build says its filter is "
