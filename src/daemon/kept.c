@@ -98,6 +98,8 @@ size_t kept_fill(const struct kept *k, struct sw_dump *d)
 
 	/* Nothing was unwound: no thread ran, no module came or went. */
 	if (!d->nmodules && k && k->nmodules) {
+		/* An empty array is still an array (a dump off the wire). */
+		free(d->modules);
 		d->modules = copy_modules(k->modules, k->nmodules);
 		d->nmodules = d->modules ? k->nmodules : 0;
 	}
