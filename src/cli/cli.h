@@ -138,4 +138,14 @@ void cli_print_frames(FILE *f, const struct cJSON *frames, const char *indent,
 /* Prints a thread's "name (tid)" from its JSON object, terminal-safe. */
 void cli_print_thread(FILE *f, const struct cJSON *th);
 
+/*
+ * Parser workers for a CLI run with privilege (sandbox.c): whether this
+ * run parses in them (it is root), starting and ending their pool
+ * (privsep/parsers.h), and a worker's own main (--parser-worker).
+ */
+bool cli_sandboxed(void);
+int cli_sandbox_start(void);
+void cli_sandbox_stop(void);
+int cli_parser_worker(int argc, char **argv);
+
 #endif /* SW_CLI_H */

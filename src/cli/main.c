@@ -22,6 +22,9 @@ int main(int argc, char **argv)
 	bool url_given = env && *env;
 	int i;
 
+	/* A parser worker of a privileged run is this program (sandbox.c). */
+	if (argc == 2 && strcmp(argv[1], "--parser-worker") == 0)
+		return cli_parser_worker(argc, argv);
 	memset(&cli, 0, sizeof(cli));
 	cli.url = env && *env ? env : CLI_DEFAULT_URL;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {

@@ -2,22 +2,31 @@
  * offline.c - "stackwatch dump --local PID" and "stackwatch dump --core
  * FILE": the stacks taken by the CLI itself, without a daemon. --local
  * takes a ptrace snapshot of PID (snapshot/), --core reads a core file;
- * both are unwound and symbolized here (symbols/) and printed in the
- * daemon's formats (render/), so the output reads the same either way.
+ * both are unwound and symbolized (symbols/) and printed in the daemon's
+ * formats (render/), so the output reads the same either way. Run as
+ * root, --local unwinds and symbolizes in parser workers that hold
+ * nothing (sandbox.c), as the daemon does: the process read is another
+ * user's, and so is every byte of its programs.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <libelf.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "model/clock.h"
 #include "model/dump.h"
+#include "model/procmaps.h"
+#include "privsep/parsers.h"
 #include "render/group.h"
 #include "render/render.h"
 #include "kread/ksnap.h"
@@ -31,6 +40,7 @@
 #include "symbols/vdso.h"
 
 #define OFFLINE_TIMEOUT_MS 5000
+#define OFFLINE_SYMBOLS_MS 60000 /* a worker's time for the symbols */
 #define OFFLINE_MAX_FILE (1ull << 30)
 
 /*
@@ -160,20 +170,114 @@ static void name_jit_frames(struct sw_dump *d, pid_t pid)
 	jitcache_free(cache);
 }
 
+/* What a worker asks of the process read: its maps and its files. */
+struct local_files {
+	pid_t pid;
+	int maps_rc; /* 1: not read yet */
+	struct procmaps pm;
+};
+
+static int local_maps(void *arg, const struct procmaps **pm)
+{
+	struct local_files *l = arg;
+
+	if (l->maps_rc == 1)
+		l->maps_rc = procmaps_read(l->pid, &l->pm);
+	*pm = &l->pm;
+	return l->maps_rc;
+}
+
+static int local_mapped(void *arg, uint64_t start, const char *path)
+{
+	const struct local_files *l = arg;
+
+	(void)start;
+	return open_in_root(l->pid, path);
+}
+
+static int local_module(void *arg, const struct sw_module *m)
+{
+	const struct local_files *l = arg;
+
+	return open_in_root(l->pid, m->path);
+}
+
+static int local_image(void *arg, const struct sw_module *m, void **image,
+		       size_t *size)
+{
+	const struct local_files *l = arg;
+
+	return vdso_read_live(l->pid, m->start, m->end, image, size);
+}
+
+/* Writes a snapshot to a worker's stream (a thread: it blocks). */
+struct snap_out {
+	int fd;
+	const struct snap *s;
+};
+
+static void *write_snap(void *arg)
+{
+	struct snap_out *o = arg;
+
+	(void)snap_write(o->fd, 0, o->s);
+	close(o->fd);
+	return NULL;
+}
+
+/* Unwinds s (of l->pid) in a parser worker into *d. 0 or -errno. */
+static int unwind_in_worker(struct local_files *l, const struct snap *s,
+			    struct sw_dump **d)
+{
+	struct parse_files f = { .arg = l,
+				 .maps = local_maps,
+				 .open_mapped = local_mapped };
+	struct snap_out o = { .s = s };
+	pthread_t th;
+	pid_t tracer = 0;
+	int sv[2], r;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	o.fd = sv[1];
+	if (pthread_create(&th, NULL, write_snap, &o) != 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return -EAGAIN;
+	}
+	r = parsers_unwind(sv[0], l->pid, s->max_frames,
+			   clock_now_ns() + OFFLINE_TIMEOUT_MS * 1000000ull, &f,
+			   d, &tracer);
+	pthread_join(th, NULL);
+	return r;
+}
+
 /*
  * Symbolizes (module files opened by open_fn, given root_pid; images of
- * modules without one by image_fn, given image_arg), groups and prints
- * d; frees it.
+ * modules without one by image_fn, given image_arg; in a parser worker
+ * when lf is not NULL), groups and prints d; frees it.
  */
 static int finish(struct sw_dump *d, sym_open_fn open_fn, pid_t root_pid,
-		  sym_image_fn image_fn, void *image_arg, const char *format)
+		  sym_image_fn image_fn, void *image_arg,
+		  struct local_files *lf, const char *format)
 {
 	struct sym *sym = NULL;
-	int r = sym_new(open_fn, (void *)(intptr_t)root_pid, &sym);
+	int r = 0;
 
-	if (r == 0) {
-		sym_set_image_fn(sym, image_fn, image_arg);
-		r = sym_dump(sym, d, true);
+	if (lf) {
+		struct parse_files f = { .arg = lf,
+					 .open_module = local_module,
+					 .image = local_image };
+
+		r = parsers_symbolize(
+			d, clock_now_ns() + OFFLINE_SYMBOLS_MS * 1000000ull,
+			&f);
+	} else {
+		r = sym_new(open_fn, (void *)(intptr_t)root_pid, &sym);
+		if (r == 0) {
+			sym_set_image_fn(sym, image_fn, image_arg);
+			r = sym_dump(sym, d, true);
+		}
 	}
 	if (r == 0 && root_pid > 0)
 		name_jit_frames(d, root_pid);
@@ -200,6 +304,7 @@ static unsigned frames_kept(long max_frames)
 
 int cli_dump_local(long pid, const char *format, long max_frames)
 {
+	struct local_files lf = { .pid = (pid_t)pid, .maps_rc = 1 };
 	struct snap *s = NULL;
 	struct sw_dump *d = NULL;
 	struct kread *k = NULL;
@@ -230,15 +335,39 @@ int cli_dump_local(long pid, const char *format, long max_frames)
 		return r == -EPERM || r == -EACCES ? CLI_EPERM : CLI_EDAEMON;
 	}
 	s->max_frames = keep;
-	r = unwind_snapshot(s, NULL, unwind_open, (void *)(intptr_t)pid, &d);
+	if (cli_sandboxed()) {
+		lf.pid = (pid_t)pid;
+		/* A worker gone mid-stream is an error, not our death. */
+		signal(SIGPIPE, SIG_IGN);
+		r = cli_sandbox_start();
+		if (r == 0)
+			r = unwind_in_worker(&lf, s, &d);
+		/* The file it died on is refused now: once more without. */
+		if (r == PARSERS_EAGAIN || r == PARSERS_EFAILED)
+			r = unwind_in_worker(&lf, s, &d);
+	} else {
+		r = unwind_snapshot(s, NULL, unwind_open, (void *)(intptr_t)pid,
+				    &d);
+	}
 	snap_free(s);
 	if (r != 0) {
-		cli_error("cannot unwind process %ld: %s", pid, sw_strerror(r));
+		cli_error("cannot unwind process %ld: %s", pid,
+			  r == PARSERS_EAGAIN || r == PARSERS_EFAILED
+				  ? "its parser failed on a file it maps"
+			  : r == PARSERS_EBUSY ? "no parser could start"
+					       : sw_strerror(r));
+		cli_sandbox_stop();
+		if (lf.maps_rc == 0)
+			procmaps_release(&lf.pm);
 		return CLI_EDAEMON;
 	}
 	d->timeout_ms = OFFLINE_TIMEOUT_MS;
-	return finish(d, sym_open, (pid_t)pid, live_image,
-		      (void *)(intptr_t)pid, format);
+	r = finish(d, sym_open, (pid_t)pid, live_image, (void *)(intptr_t)pid,
+		   cli_sandboxed() ? &lf : NULL, format);
+	cli_sandbox_stop();
+	if (lf.maps_rc == 0)
+		procmaps_release(&lf.pm);
+	return r;
 }
 
 /*
@@ -301,7 +430,7 @@ int cli_dump_core(const char *core, const char *exe, const char *format,
 			  "segments need; stacks may be short",
 			  core, (unsigned long long)d->core_cut_size,
 			  (unsigned long long)d->core_cut_need);
-	r = finish(d, core_sym_open, 0, core_image, &c, format);
+	r = finish(d, core_sym_open, 0, core_image, &c, NULL, format);
 	if (r == CLI_OK && cut)
 		r = CLI_EPARTIAL;
 	if (c.elf)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@
 /* How long the service waits for an answer (a core may be busy). */
 #define BROKER_WAIT_NS (5ull * 1000000000ull)
 
-static bool in_use;
+static _Atomic bool in_use;
 
 /* --- the service's side --------------------------------------------- */
 

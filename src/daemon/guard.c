@@ -11,7 +11,7 @@
 #include "cores.h"
 #include "guard.h"
 #include "model/procfs.h"
-#include "parsers.h"
+#include "privsep/parsers.h"
 #include "ptracer.h"
 
 static bool service_locked;

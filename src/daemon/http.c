@@ -47,7 +47,7 @@
 #include "model/procfs.h"
 #include "processes.h"
 #include "profile.h"
-#include "parsers.h"
+#include "privsep/parsers.h"
 #include "ptracer.h"
 #include "query.h"
 #include "rolling.h"

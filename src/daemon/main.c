@@ -24,7 +24,7 @@
 #include "model/clock.h"
 #include "notify.h"
 #include "options.h"
-#include "parsers.h"
+#include "privsep/parsers.h"
 #include "privsep/worker.h"
 #include "gate.h"
 #include "guard.h"
@@ -69,6 +69,15 @@ static bool healthy(void *arg)
 {
 	return !stacks_sym_stuck(arg, clock_now_ns(), SYM_STUCK_NS) &&
 	       cores_state(NULL, 0) < 2;
+}
+
+/* The parser workers' pool says what went wrong in our log. */
+static void parsers_log(bool warn, const char *line)
+{
+	if (warn)
+		log_warn("%s", line);
+	else
+		log_info("%s", line);
 }
 
 /*
@@ -139,6 +148,7 @@ int main(int argc, char **argv)
 	 */
 	/* Its user is looked up now: no name service once locked. */
 	worker_user(&wuid, &wgid);
+	parsers_set_log(parsers_log);
 	if (parsers_init(wuid, wgid, ptracer_spawn_worker) < 0) {
 		fprintf(stderr, "stackwatchd: out of memory\n");
 		return 1;

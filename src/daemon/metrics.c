@@ -9,7 +9,7 @@
 #include "model/procfs.h"
 #include "access.h"
 #include "metrics.h"
-#include "parsers.h"
+#include "privsep/parsers.h"
 #include "turns.h"
 #include "watch.h"
 

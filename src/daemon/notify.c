@@ -1,22 +1,30 @@
 /*
  * notify.c - the daemon's side of systemd's notification protocol
- * (notify.h), through libsystemd's sd_notify().
+ * (notify.h).
  *
  * One small thread keeps STATUS= current and, until the scheduler takes
- * over by calling notify_watchdog(), feeds the watchdog. sd_notify() opens
- * a fresh datagram socket per call, so any thread may call it.
+ * over by calling notify_watchdog(), feeds the watchdog. The socket to
+ * NOTIFY_SOCKET is connected once, at start, while the daemon is still
+ * root: the service gives up root later (ptracer_drop()), and a socket
+ * that only root may write to stays ours to send on. Datagrams, one per
+ * message, so any thread may send; libsystemd's sd_notify() is the
+ * fallback when the connection could not be made.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "cond.h"
@@ -31,6 +39,40 @@ static _Atomic bool pinged_outside;   /* notify_watchdog() was called */
 static bool (*health_fn)(void *);     /* written before notify_ready() */
 static void *health_arg;
 static _Atomic bool unhealthy_said; /* logged once per spell */
+static int notify_fd = -1;	    /* connected to NOTIFY_SOCKET */
+
+/* A datagram socket connected to path ("@..." abstract), or -1. */
+static int connect_notify(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(path);
+	socklen_t len;
+	int fd;
+
+	if ((path[0] != '/' && path[0] != '@') || n >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, path, n);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n +
+			  (path[0] == '/'));
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Sends one message; 0 or a negative errno. */
+static int say(const char *msg)
+{
+	/* A manager that made its socket anew (re-executed): by path. */
+	if (notify_fd < 0 ||
+	    send(notify_fd, msg, strlen(msg), MSG_NOSIGNAL) < 0)
+		return sd_notify(0, msg);
+	return 0;
+}
 
 void notify_set_health(bool (*healthy)(void *arg), void *arg)
 {
@@ -63,6 +105,8 @@ void notify_init(void)
 	uint64_t usec = 0;
 
 	enabled = getenv("NOTIFY_SOCKET") != NULL;
+	if (enabled)
+		notify_fd = connect_notify(getenv("NOTIFY_SOCKET"));
 	/* sd_watchdog_enabled() checks that WATCHDOG_PID, if set, is us. */
 	if (enabled && sd_watchdog_enabled(0, &usec) > 0 && usec > 0)
 		watchdog_usec = usec;
@@ -87,7 +131,7 @@ static void ping(void)
 	/* Whoever wins the exchange sends; the others had nothing to do. */
 	if (!atomic_compare_exchange_strong(&last_ping_us, &last, now))
 		return;
-	(void)sd_notify(0, "WATCHDOG=1");
+	(void)say("WATCHDOG=1");
 }
 
 void notify_watchdog(void)
@@ -101,8 +145,12 @@ void notify_watchdog(void)
 
 static void send_status(size_t ntargets)
 {
-	int rc = sd_notifyf(0, "STATUS=%zu target%s, serving %s", ntargets,
-			    ntargets == 1 ? "" : "s", st.url);
+	char msg[256];
+	int rc;
+
+	snprintf(msg, sizeof(msg), "STATUS=%zu target%s, serving %s", ntargets,
+		 ntargets == 1 ? "" : "s", st.url);
+	rc = say(msg);
 
 	if (rc < 0)
 		log_debug("sd_notify: %s", strerror(-rc));
@@ -154,6 +202,7 @@ static void *status_main(void *arg)
 
 int notify_ready(struct registry *reg, const char *url)
 {
+	char msg[256];
 	size_t n;
 	int rc;
 
@@ -162,8 +211,9 @@ int notify_ready(struct registry *reg, const char *url)
 	st.reg = reg;
 	snprintf(st.url, sizeof(st.url), "%s", url);
 	n = registry_count(reg);
-	rc = sd_notifyf(0, "READY=1\nSTATUS=%zu target%s, serving %s", n,
-			n == 1 ? "" : "s", st.url);
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=%zu target%s, serving %s",
+		 n, n == 1 ? "" : "s", st.url);
+	rc = say(msg);
 	if (rc < 0)
 		log_warn("cannot tell systemd we are ready: %s", strerror(-rc));
 	if (watchdog_usec)
@@ -191,7 +241,7 @@ void notify_stopping(void)
 {
 	if (!enabled)
 		return;
-	(void)sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+	(void)say("STOPPING=1\nSTATUS=stopping");
 	if (!st.running)
 		return;
 	pthread_mutex_lock(&st.lock);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
 #include "model/clock.h"
 #include "model/procfs.h"
 #include "model/sockdiag.h"
@@ -434,6 +434,26 @@ bool peer_holds(pid_t pid, int fdnum, uint32_t inode)
 }
 
 /*
+ * How holders are found: here, or by a core (peer_set_holder()), set
+ * while other threads may be asking: atomic, both at once.
+ */
+struct holder {
+	pid_t (*find)(uint32_t inode, uid_t owner, int *fdnum);
+	bool (*holds)(pid_t pid, int fdnum, uint32_t inode);
+};
+static const struct holder holder_here = { peer_find_holder, peer_holds };
+static struct holder holder_set;
+static const struct holder *_Atomic holder_at = &holder_here;
+
+void peer_set_holder(pid_t (*find)(uint32_t inode, uid_t owner, int *fdnum),
+		     bool (*holds)(pid_t pid, int fdnum, uint32_t inode))
+{
+	holder_set.find = find;
+	holder_set.holds = holds;
+	atomic_store_explicit(&holder_at, &holder_set, memory_order_release);
+}
+
+/*
  * Proves who holds the client's socket s: a process that has it open
  * and whose effective uid is its owner; its gid, groups and capabilities
  * are the requester's, its capabilities only in the daemon's user
@@ -443,6 +463,8 @@ bool peer_holds(pid_t pid, int fdnum, uint32_t inode)
  */
 static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 {
+	const struct holder *h =
+		atomic_load_explicit(&holder_at, memory_order_acquire);
 	uid_t euid;
 	gid_t egid;
 	pid_t pid;
@@ -459,8 +481,7 @@ static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 			      s->state != SOCKDIAG_TCP_FIN_WAIT1 &&
 			      s->state != SOCKDIAG_TCP_FIN_WAIT2))
 		return -1;
-	pid = broker_in_use() ? broker_find_holder(s->inode, s->uid, &fdnum)
-			      : peer_find_holder(s->inode, s->uid, &fdnum);
+	pid = h->find(s->inode, s->uid, &fdnum);
 	if (!pid)
 		return -1;
 	/* Pinned first: what is read next is of this process or of none. */
@@ -472,9 +493,7 @@ static int prove_holder(const struct sockdiag_tcp *s, struct peer *p)
 	    euid != s->uid)
 		goto out_close;
 	p->caps = caps_that_count(pidfd, pid, p->caps);
-	still = (broker_in_use() ? broker_holds(pid, fdnum, s->inode)
-				 : peer_holds(pid, fdnum, s->inode)) &&
-		procfs_pidfd_alive(pidfd);
+	still = h->holds(pid, fdnum, s->inode) && procfs_pidfd_alive(pidfd);
 	if (!still)
 		goto out_close;
 	close(pidfd);

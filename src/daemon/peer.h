@@ -72,4 +72,10 @@ bool peer_in_group(const struct peer *p, gid_t g);
 pid_t peer_find_holder(uint32_t inode, uid_t owner, int *fdnum);
 bool peer_holds(pid_t pid, int fdnum, uint32_t inode);
 
+/* Has those two asked elsewhere from now on (a process that may not
+ * read other users' descriptors asks a core: broker.h). Before any
+ * thread identifies a peer. */
+void peer_set_holder(pid_t (*find)(uint32_t inode, uid_t owner, int *fdnum),
+		     bool (*holds)(pid_t pid, int fdnum, uint32_t inode));
+
 #endif /* SWD_PEER_H */

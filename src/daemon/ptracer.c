@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "broker.h"
+#include "peer.h"
 #include "ptracer.h"
 
 #include <errno.h>
@@ -41,7 +42,7 @@
 #include "model/clock.h"
 #include "model/procfs.h"
 #include "modfile.h"
-#include "parsers.h"
+#include "privsep/parsers.h"
 #include "privsep/filter.h"
 #include "ptracer_msg.h"
 #include "symbols/unwind.h"
@@ -152,6 +153,7 @@ int ptracer_drop(uid_t uid, gid_t gid, char *why, size_t size)
 	prctl(PR_SET_DUMPABLE, 0);
 #endif
 	broker_use();
+	peer_set_holder(broker_find_holder, broker_holds);
 	return 0;
 }
 

@@ -32,20 +32,23 @@
  * good at start, whoever started the daemon): the helper reads other
  * processes (CAP_SYS_PTRACE, CAP_BPF, CAP_PERFMON, at real-time
  * priority: CAP_SYS_NICE), opens what they map (CAP_DAC_READ_SEARCH,
- * CAP_CHECKPOINT_RESTORE) and takes a requester's credentials for the
- * access check (CAP_SETUID, CAP_SETGID); the daemon proper keeps until
+ * CAP_CHECKPOINT_RESTORE), reads their kernel stacks for root and the
+ * admin group (CAP_SYS_ADMIN, when it has it: not under the unit) and
+ * takes a requester's credentials for the access check (CAP_SETUID,
+ * CAP_SETGID); the daemon proper keeps until
  * its sockets are bound (a port below 1024: CAP_NET_BIND_SERVICE) what
  * it read with before (CAP_SYS_PTRACE, CAP_DAC_READ_SEARCH,
- * CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN, CAP_KILL), then gives up root
+ * CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN), then gives up root
  * and all of them (ptracer_drop(), CAP_SETUID, CAP_SETGID): from there
  * on a core reads for it (broker.h).
  */
 #define PTRACER_CORE_CAPS                                           \
 	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(23) | \
-	 CAPS_BIT(6) | CAPS_BIT(7) | CAPS_BIT(38) | CAPS_BIT(39))
+	 CAPS_BIT(6) | CAPS_BIT(7) | CAPS_BIT(38) | CAPS_BIT(39) |  \
+	 CAPS_BIT(21))
 #define PTRACER_SERVICE_CAPS                                        \
 	(CAPS_BIT(19) | CAPS_BIT(2) | CAPS_BIT(40) | CAPS_BIT(21) | \
-	 CAPS_BIT(10) | CAPS_BIT(5) | CAPS_BIT(6) | CAPS_BIT(7))
+	 CAPS_BIT(10) | CAPS_BIT(6) | CAPS_BIT(7))
 
 /* The helper is gone (killed): no snapshot can be taken until restart. */
 #define PTRACER_EGONE (-21201)

@@ -15,7 +15,7 @@
 #include "cond.h"
 #include "log.h"
 #include "modfile.h"
-#include "parsers.h"
+#include "privsep/parsers.h"
 #include "symbols/jitcache.h"
 #include "symbols/jitmap.h"
 #include "symbols/vdso.h"

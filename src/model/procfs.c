@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,16 +227,17 @@ int procfs_parse_status_dec(const char *buf, size_t len, const char *key,
 	return 0;
 }
 
-static const struct procfs_broker *broker;
+/* Set once, while other threads may be reading /proc: atomic. */
+static const struct procfs_broker *_Atomic broker_at;
 
 void procfs_set_broker(const struct procfs_broker *b)
 {
-	broker = b;
+	atomic_store_explicit(&broker_at, b, memory_order_release);
 }
 
 const struct procfs_broker *procfs_get_broker(void)
 {
-	return broker;
+	return atomic_load_explicit(&broker_at, memory_order_acquire);
 }
 
 /* The absolute path of path under dirfd, into out; false if none. */
@@ -261,39 +263,43 @@ static bool refused(int err)
 	return err == -EACCES || err == -EPERM;
 }
 
-static ssize_t brokered_read(int dirfd, const char *path, char *buf,
-			     size_t size)
+static ssize_t brokered_read(const struct procfs_broker *b, int dirfd,
+			     const char *path, char *buf, size_t size)
 {
 	char full[256];
 
 	if (!full_path(dirfd, path, full, sizeof(full)))
 		return -ENAMETOOLONG;
-	return broker->read(full, buf, size);
+	return b->read(full, buf, size);
 }
 
 int procfs_open(const char *path)
 {
+	const struct procfs_broker *b;
 	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
 	if (fd >= 0)
 		return fd;
 	fd = -errno;
-	if (broker && refused(fd))
-		fd = broker->open(path, strlen(path) + 1, PROCFS_HOW_READ, &st);
+	b = procfs_get_broker();
+	if (b && refused(fd))
+		fd = b->open(path, strlen(path) + 1, PROCFS_HOW_READ, &st);
 	return fd;
 }
 
 int procfs_stat(const char *path, struct stat *st)
 {
+	const struct procfs_broker *b;
 	int fd;
 
 	if (stat(path, st) == 0)
 		return 0;
 	fd = -errno;
-	if (!broker || !refused(fd))
+	b = procfs_get_broker();
+	if (!b || !refused(fd))
 		return fd;
-	fd = broker->open(path, strlen(path) + 1, PROCFS_HOW_PATH, st);
+	fd = b->open(path, strlen(path) + 1, PROCFS_HOW_PATH, st);
 	if (fd < 0)
 		return fd;
 	close(fd);
@@ -302,10 +308,12 @@ int procfs_stat(const char *path, struct stat *st)
 
 ssize_t procfs_read_checked(int dirfd, const char *path, char *buf, size_t size)
 {
+	const struct procfs_broker *b = procfs_get_broker();
+
 	if (size == 0)
 		return -EINVAL;
-	if (broker)
-		return brokered_read(dirfd, path, buf, size);
+	if (b)
+		return brokered_read(b, dirfd, path, buf, size);
 	return procfs_read_at(dirfd, path, buf, size);
 }
 
@@ -318,8 +326,9 @@ ssize_t procfs_read_at(int dirfd, const char *path, char *buf, size_t size)
 	if (size == 0)
 		return -EINVAL;
 	fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 && broker && refused(-errno))
-		return brokered_read(dirfd, path, buf, size);
+	if (fd < 0 && refused(-errno) && procfs_get_broker())
+		return brokered_read(procfs_get_broker(), dirfd, path, buf,
+				     size);
 	if (fd < 0)
 		return errno == ENOENT ? -ESRCH : -errno;
 	while (got < size - 1) {

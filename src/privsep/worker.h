@@ -6,7 +6,7 @@
  * allow-list without open, ptrace, process_vm_*, bpf, perf_event_open,
  * sockets or execve, a memory limit, and only the descriptors its daemon
  * hands it. It is stackwatchd again, run with --parser-worker by the
- * daemon (daemon/parsers.h), which kills it when it takes too long and
+ * daemon (privsep/parsers.h), which kills it when it takes too long and
  * starts another when it dies: a file that crashes it costs one request.
  *
  * It talks to the daemon on fd WORKER_FD (msg.h's messages) and notes in

@@ -787,7 +787,7 @@ static bool add_core(cJSON *o, const struct sw_dump *d)
 
 /*
  * "symbols_errors": why the symbols of modules that frames are in could
- * not be read, [{"module", "error"}]; absent when none. False on no
+ * not be read, [{"module", "symbols_error"}]; absent when none. False on no
  * memory.
  */
 static bool add_symbols_errors(cJSON *o, const struct sw_dump *d)
@@ -806,7 +806,7 @@ static bool add_symbols_errors(cJSON *o, const struct sw_dump *d)
 		e = arr ? cJSON_CreateObject() : NULL;
 		ok = e && cJSON_AddItemToArray(arr, e) &&
 		     add_str(e, "module", d->modules[i].path) &&
-		     add_str(e, "error", d->modules[i].symbols_error);
+		     add_str(e, "symbols_error", d->modules[i].symbols_error);
 	}
 	free(used);
 	return ok;

@@ -462,8 +462,10 @@ static inline int sec_gate_open(struct sec_gate *g, const char *dir)
 	snprintf(g->path, sizeof(g->path), "%s/gate.sock", dir);
 	memcpy(sa.sun_path, g->path, strlen(g->path) + 1);
 	g->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* The daemon's service is an unprivileged user: it must reach it. */
 	if (g->fd < 0 || bind(g->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(g->fd, 64) < 0)
+	    listen(g->fd, 64) < 0 || chmod(dir, 0711) < 0 ||
+	    chmod(g->path, 0666) < 0)
 		return -1;
 	setenv("STACKWATCH_TEST_GATE", g->path, 1);
 	return 0;

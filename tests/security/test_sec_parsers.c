@@ -23,6 +23,8 @@
  *   the reason, the file is refused from then on (no other worker dies
  *   on it), and root's dump of another process answers in its usual
  *   time while the hung one waits.
+ * - The CLI run as root (dump --local) reads the crasher and two bombs in
+ *   workers of its own: exit 0, the reason, the other frames named.
  * - kill -9 of a worker: the next read works; another worker runs.
  */
 #define _GNU_SOURCE
@@ -159,7 +161,7 @@ static const char *symbols_error(cJSON *doc, const char *name)
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(doc, "symbols_errors"))
 	{
 		cJSON *m = cJSON_GetObjectItem(e, "module");
-		cJSON *why = cJSON_GetObjectItem(e, "error");
+		cJSON *why = cJSON_GetObjectItem(e, "symbols_error");
 		const char *base;
 
 		if (!cJSON_IsString(m) || !cJSON_IsString(why))
@@ -406,6 +408,54 @@ static void check_crasher(const struct itest_daemon *d)
 }
 
 /*
+ * The CLI run as root (stackwatch dump --local) parses in workers of the
+ * same kind: a file that kills one, and hostile DWARF, cost the symbols
+ * of that file, never the run, and the other frames keep their names.
+ * (Before, the lexical bomb killed the CLI with SIGSEGV.)
+ */
+static void check_cli(void)
+{
+	static const char *const kinds[] = { "crasher", "lexical", "inline" };
+	static const char *const reasons[] = {
+		"the parser was killed (SIGSEGV)",
+		"nests deeper than 256",
+		"nests deeper than 256",
+	};
+	static char out[4 << 20];
+
+	for (size_t i = 0; i < 3; i++) {
+		const char *why;
+		char cmd[512];
+		cJSON *doc;
+		pid_t pid;
+		int rc;
+
+		pid = run_nobody(kinds[i]);
+		if (pid <= 0 || !sec_wait_comm(pid, kinds[i])) {
+			TAP_OK(0, "the CLI: %s runs", kinds[i]);
+			itest_kill(pid);
+			continue;
+		}
+		itest_sleep_ms(100);
+		snprintf(cmd, sizeof(cmd),
+			 "STACKWATCH_TEST_PARSER_FAULT=segv=crasher "
+			 "%s/stackwatch dump --local --format json %d "
+			 "2>/dev/null",
+			 itest_build(), (int)pid);
+		rc = itest_run_capture(cmd, out, sizeof(out));
+		doc = cJSON_Parse(out);
+		why = symbols_error(doc, kinds[i]);
+		TAP_OK(rc == 0 && why && strstr(why, reasons[i]) &&
+			       has_function(doc, "pause"),
+		       "the CLI as root reads %s: the other frames named, and "
+		       "why its own are not (exit %d, %s)",
+		       kinds[i], rc, why ? why : "no reason");
+		cJSON_Delete(doc);
+		itest_kill(pid);
+	}
+}
+
+/*
  * A file its parser never returns from: while nobody's request for it
  * waits, root's dump of another process answers in its usual time; the
  * hung parser is ended past its deadline, and the file refused.
@@ -546,6 +596,7 @@ int main(void)
 	check_bomb(&d, "lines", 8000000, "larger than 4 MiB");
 	check_bomb(&d, "linestr", 0, "string section with no end");
 	check_crasher(&d);
+	check_cli();
 	check_hanger(&d, other);
 	check_killed(&d, other);
 	check_memory(&d, "all of it");

@@ -1,7 +1,8 @@
 /*
- * parsers.h - the daemon's pool of parser workers (privsep/worker.h):
- * the processes that unwind snapshots and symbolize dumps, so that no
- * byte a target controls is parsed here.
+ * parsers.h - a pool of parser workers (worker.h): the processes that
+ * unwind snapshots and symbolize dumps, so that no byte a target controls
+ * is parsed by the process that holds privileges (the daemon's service,
+ * a CLI run as root).
  *
  * A request takes an idle worker (another is started when all are busy,
  * up to PARSERS_MAX; past that it waits, within its deadline), hands it
@@ -12,8 +13,8 @@
  * symbols are missing ("the parser was killed (SIGSEGV)"). No lock is
  * held across a parse: requests run side by side, one per worker.
  */
-#ifndef SWD_PARSERS_H
-#define SWD_PARSERS_H
+#ifndef SW_PARSERS_H
+#define SW_PARSERS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,9 +47,9 @@ struct parse_files {
 };
 
 /*
- * How a worker is started on sock, as uid and gid: by a snapshot helper
- * (ptracer_spawn_worker()), which may change its user. 0 with its pid
- * and pidfd, or a negative errno.
+ * How a worker is started on sock, as uid and gid: by a daemon's
+ * snapshot helper (ptracer_spawn_worker()), or by the CLI itself; either
+ * may change its user. 0 with its pid and pidfd, or a negative errno.
  */
 typedef int (*parsers_spawn_fn)(uid_t uid, gid_t gid, int sock, pid_t *pid,
 				int *pidfd);
@@ -65,6 +66,11 @@ int parsers_init(uid_t uid, gid_t gid, parsers_spawn_fn spawn);
  * starts fail. 0 or a negative errno.
  */
 int parsers_start(void);
+
+/* Where the pool says what went wrong (a worker that died, could not
+ * start): one line, warn or for information. None by default. */
+typedef void (*parsers_log_fn)(bool warn, const char *line);
+void parsers_set_log(parsers_log_fn fn);
 
 /* Kills every worker and frees the pool. */
 void parsers_stop(void);
@@ -114,4 +120,4 @@ struct parsers_stats {
 };
 void parsers_stats(struct parsers_stats *st);
 
-#endif /* SWD_PARSERS_H */
+#endif /* SW_PARSERS_H */

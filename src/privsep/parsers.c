@@ -10,6 +10,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +23,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "model/clock.h"
 #include "model/procfs.h"
+#include "dumpwire.h"
+#include "msg.h"
 #include "parsers.h"
-#include "privsep/dumpwire.h"
-#include "privsep/msg.h"
-#include "privsep/worker.h"
+#include "worker.h"
 #include "stackwatch.h"
 #include "symbols/symbolize.h"
 
@@ -39,6 +40,28 @@
 #define REASON_MAX 160
 
 enum { SLOT_NONE, SLOT_STARTING, SLOT_IDLE, SLOT_BUSY };
+
+static parsers_log_fn log_fn;
+
+void parsers_set_log(parsers_log_fn fn)
+{
+	log_fn = fn;
+}
+
+/* Says one line through the hook (nothing without one). */
+__attribute__((format(printf, 2, 3))) static void say(bool warn,
+						      const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (!log_fn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_fn(warn, line);
+}
 
 struct worker {
 	int state;
@@ -256,7 +279,7 @@ static int started(struct worker *w, int rc, const char *why, uint64_t now)
 					 ? BACKOFF_MAX_MS
 					 : 250u << (pool.failures - 1)) *
 			      1000000ull;
-	log_warn("a parser worker could not start: %s", why);
+	say(true, "a parser worker could not start: %s", why);
 	return rc;
 }
 
@@ -310,7 +333,7 @@ static bool exited(struct worker *w)
 		 "parser worker %d died idle (%s); another is starting",
 		 (int)w->pid,
 		 signame(w->note ? (int)atomic_load(&w->note->signo) : 0));
-	log_warn("%s", pool.died_why);
+	say(true, "%s", pool.died_why);
 	bury(w);
 	return true;
 }
@@ -699,8 +722,8 @@ static bool failed(struct req *r, int rc)
 	else
 		snprintf(reason, sizeof(reason), "the parser broke off (%s)",
 			 sw_strerror(rc));
-	log_warn("parser worker %d: %s%s", (int)w->pid, reason,
-		 start ? "; the file it read is refused for a while" : "");
+	say(true, "parser worker %d: %s%s", (int)w->pid, reason,
+	    start ? "; the file it read is refused for a while" : "");
 	release(w, true);
 	r->w = NULL;
 	if (!start)
@@ -723,7 +746,8 @@ static int bare_frames(struct sw_dump *d, const char *why)
 	pthread_mutex_unlock(&pool.bare_lock);
 	d->symbolized = true;
 	d->symbols_partial = true;
-	snprintf(reason, sizeof(reason), "no parser could read it: %.120s", why);
+	snprintf(reason, sizeof(reason), "no parser could read it: %.120s",
+		 why);
 	for (size_t i = 0; i < d->nmodules; i++)
 		module_error(&d->modules[i], reason);
 	return rc;
@@ -894,7 +918,7 @@ int parsers_unwind(int stream, pid_t pid, unsigned max_frames,
 	wire_out_release(&o);
 	close(stream);
 	if (!r.w) {
-		log_info("no parser to unwind pid %d: %s", (int)pid, why);
+		say(false, "no parser to unwind pid %d: %s", (int)pid, why);
 		return PARSERS_EBUSY;
 	}
 	if (rc == 0)
@@ -1022,7 +1046,7 @@ static void bury_dead(const struct pollfd *p, const pid_t *pids,
 		snprintf(pool.died_why, sizeof(pool.died_why),
 			 "parser worker %d died idle (%s); another is starting",
 			 (int)w->pid, signame(sig));
-		log_warn("%s", pool.died_why);
+		say(true, "%s", pool.died_why);
 		bury(w);
 	}
 }
