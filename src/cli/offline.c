@@ -264,7 +264,9 @@ static int finish(struct sw_dump *d, sym_open_fn open_fn, pid_t root_pid,
 	struct sym *sym = NULL;
 	int r = 0;
 
-	if (lf) {
+	if (d->symbolized) {
+		/* A worker did it (core_in_worker()). */
+	} else if (lf) {
 		struct parse_files f = { .arg = lf,
 					 .open_module = local_module,
 					 .image = local_image };
@@ -401,6 +403,62 @@ static int check_exe(const char *exe)
 	return -1;
 }
 
+/* A file a core names, opened here for a worker (modopen.h's rule). */
+static int core_open_path(void *arg, const char *path, char **real)
+{
+	(void)arg;
+	return modopen_resolved(path, real);
+}
+
+/*
+ * The core read in a parser worker, unwound and symbolized there: a
+ * crafted core, or a crafted program it names, costs the worker. One
+ * more try without a module file that killed one. 0 or a negative errno
+ * (PARSERS_*) with why.
+ */
+static int core_in_worker(const char *core, const char *exe,
+			  unsigned max_frames, struct sw_dump **d, char *why,
+			  size_t size)
+{
+	struct parse_files f = { .open_path = core_open_path };
+	struct stat st;
+	int fd, r;
+
+	fd = open(core, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		r = -errno;
+		snprintf(why, size, "%s: %s", core, strerror(-r));
+		return r;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(why, size, "%s: not a regular file", core);
+		close(fd);
+		return -EINVAL;
+	}
+	/* A worker gone mid-stream is an error, not our death. */
+	signal(SIGPIPE, SIG_IGN);
+	r = cli_sandbox_start();
+	for (int tries = 0; r == 0 && tries < 2; tries++) {
+		r = parsers_core(fd, core, exe, max_frames,
+				 clock_now_ns() +
+					 OFFLINE_SYMBOLS_MS * 1000000ull,
+				 &f, d, why, size);
+		if (r != PARSERS_EAGAIN)
+			break;
+		if (tries == 0)
+			r = 0; /* once more: the file it died on is refused */
+	}
+	if (r == PARSERS_EAGAIN || r == PARSERS_EFAILED)
+		snprintf(why + strlen(why), size - strlen(why),
+			 "%sits parser failed on it", why[0] ? ": " : "");
+	else if (r == PARSERS_EBUSY && !why[0])
+		snprintf(why, size, "no parser could start");
+	else if (r < 0 && !why[0])
+		snprintf(why, size, "%s", sw_strerror(r));
+	close(fd);
+	return r;
+}
+
 int cli_dump_core(const char *core, const char *exe, const char *format,
 		  long max_frames)
 {
@@ -412,8 +470,13 @@ int cli_dump_core(const char *core, const char *exe, const char *format,
 
 	if (exe && check_exe(exe) != 0)
 		return CLI_EDAEMON;
-	r = unwind_core_max(core, exe, frames_kept(max_frames), &d, why,
-			    sizeof(why));
+	if (cli_sandboxed())
+		r = core_in_worker(core, exe, frames_kept(max_frames), &d, why,
+				   sizeof(why));
+	else
+		r = unwind_core_max(core, exe, frames_kept(max_frames), &d, why,
+				    sizeof(why));
+	cli_sandbox_stop();
 	if (r != 0) {
 		cli_error("cannot read the core file: %s", why);
 		cli_error("give a core file (from gcore or a crash) that you "
@@ -421,7 +484,9 @@ int cli_dump_core(const char *core, const char *exe, const char *format,
 			  exe ? ", and the program it was dumped from" : "");
 		return CLI_EDAEMON;
 	}
-	c.fd = open(core, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	/* Symbolized in the worker already: the core is not read here. */
+	c.fd = d->symbolized ? -1
+			     : open(core, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c.fd >= 0)
 		c.elf = elf_begin(c.fd, ELF_C_READ, NULL);
 	cut = d->core_cut_need != 0;

@@ -126,6 +126,16 @@ struct req {
 		char reason[REASON_MAX];
 	} gone[8];
 	unsigned ngone;
+	char failure[REASON_MAX]; /* why the worker failed (failed()) */
+	/* A core's read: a death is blamed on the file handed last (its
+	 * modules are handed before any is parsed, no note tells them
+	 * apart), and the files refused are named by path. */
+	bool core;
+	struct {
+		char path[256];
+		char reason[REASON_MAX];
+	} refused_paths[8];
+	unsigned nrefused;
 };
 
 int parsers_init(uid_t uid, gid_t gid, parsers_spawn_fn spawn)
@@ -499,8 +509,8 @@ static int answer(struct req *r, uint32_t type, int32_t err, const void *body,
 	wire_put_bytes(&o, buf, sizeof(buf));
 	wire_put_bytes(&o, body, len);
 	rc = o.err ? o.err
-		   : msg_send(r->w->sock, type, o.data, o.len, NULL, 0,
-			      r->kill_at_ns);
+		   : msg_send(r->w->sock, type, o.data, o.len,
+			      fd >= 0 ? &fd : NULL, fd >= 0, r->kill_at_ns);
 	wire_out_release(&o);
 	return rc;
 }
@@ -509,7 +519,17 @@ static int answer(struct req *r, uint32_t type, int32_t err, const void *body,
  * Hands the worker fd (ours; closed here), the file of the module at
  * start, unless it is no regular file or it killed a worker before.
  */
+static int answer_file_as(struct req *r, int fd, uint64_t start,
+			  const char *real);
+
 static int answer_file(struct req *r, int fd, uint64_t start)
+{
+	return answer_file_as(r, fd, start, NULL);
+}
+
+/* answer_file(), with the path it was resolved to (W_NEED_PATH). */
+static int answer_file_as(struct req *r, int fd, uint64_t start,
+			  const char *real)
 {
 	const char *why = NULL;
 	struct stat st;
@@ -535,6 +555,13 @@ static int answer_file(struct req *r, int fd, uint64_t start)
 			err = -EPERM;
 			r->refused = true;
 		}
+		if (why && real && r->nrefused < 8) {
+			snprintf(r->refused_paths[r->nrefused].path,
+				 sizeof(r->refused_paths[0].path), "%s", real);
+			snprintf(r->refused_paths[r->nrefused].reason,
+				 sizeof(r->refused_paths[0].reason), "%s", why);
+			r->nrefused++;
+		}
 	}
 	if (fd >= 0 && !err && r->nh == r->caph) {
 		size_t cap = r->caph ? r->caph * 2 : 16;
@@ -549,7 +576,16 @@ static int answer_file(struct req *r, int fd, uint64_t start)
 	}
 	if (fd >= 0 && !err)
 		r->h[r->nh++] = (struct handed){ start, st.st_dev, st.st_ino };
-	rc = answer(r, W_FILE, err, NULL, 0, err ? -1 : fd);
+	if (real && !err) {
+		struct wire_out o;
+
+		wire_out_init(&o);
+		wire_put_str(&o, real, 4096);
+		rc = o.err ? o.err : answer(r, W_FILE, 0, o.data, o.len, fd);
+		wire_out_release(&o);
+	} else {
+		rc = answer(r, W_FILE, err, NULL, 0, err ? -1 : fd);
+	}
 	if (fd >= 0)
 		close(fd);
 	return rc;
@@ -645,6 +681,21 @@ static int serve_one(struct req *r, const struct msg *m)
 			r->f->snapped(r->f->arg, v);
 		}
 		return 0;
+	case W_NEED_PATH: {
+		char *real = NULL;
+		int fd;
+
+		wire_in_init(&in, m->body, m->len);
+		wire_get_str(&in, path, sizeof(path));
+		if (in.err || in.left)
+			return -EPROTO;
+		fd = r->f->open_path ? r->f->open_path(r->f->arg, path, &real)
+				     : -ENOSYS;
+		rc = answer_file_as(r, fd, atomic_load(&r->w->note->start),
+				    real ? real : path);
+		free(real);
+		return rc;
+	}
 	case W_NEED_MAPPED:
 		wire_in_init(&in, m->body, m->len);
 		start = wire_get_u64(&in);
@@ -724,8 +775,13 @@ static bool failed(struct req *r, int rc)
 			 sw_strerror(rc));
 	say(true, "parser worker %d: %s%s", (int)w->pid, reason,
 	    start ? "; the file it read is refused for a while" : "");
+	snprintf(r->failure, sizeof(r->failure), "%s", reason);
 	release(w, true);
 	r->w = NULL;
+	if (r->core && r->nh) {
+		quarantine(r->h[r->nh - 1].dev, r->h[r->nh - 1].ino, reason);
+		return true;
+	}
 	if (!start)
 		return false;
 	for (size_t i = 0; i < r->nh; i++)
@@ -959,6 +1015,84 @@ int parsers_unwind(int stream, pid_t pid, unsigned max_frames,
 		*out = NULL;
 		rc = -ENOMEM;
 	}
+	return rc;
+}
+
+int parsers_core(int fd, const char *name, const char *exe, unsigned max_frames,
+		 uint64_t deadline_ns, const struct parse_files *f,
+		 struct sw_dump **out, char *why, size_t size)
+{
+	struct req r = { .f = f, .core = true };
+	struct wire_out o;
+	struct wire_in in;
+	struct msg done;
+	int32_t rc32;
+	int rc = 0;
+
+	*out = NULL;
+	why[0] = '\0';
+	wire_out_init(&o);
+	wire_put_u32(&o, max_frames);
+	wire_put_str(&o, name, 4096);
+	wire_put_u32(&o, exe != NULL);
+	wire_put_str(&o, exe ? exe : "", 4096);
+	for (int tries = 0; tries < 3; tries++) {
+		r.w = acquire(deadline_ns, why, size);
+		if (!r.w)
+			break;
+		rc = start(&r, W_CORE, &o, fd, deadline_ns);
+		if (rc != -EPIPE)
+			break;
+		release(r.w, true);
+		r.w = NULL;
+	}
+	wire_out_release(&o);
+	if (!r.w)
+		return PARSERS_EBUSY;
+	if (rc == 0)
+		rc = serve(&r, &done);
+	if (rc == -ENOMEM) {
+		release(r.w, false);
+		free(r.h);
+		return rc;
+	}
+	if (rc < 0) {
+		rc = failed(&r, rc) ? PARSERS_EAGAIN : PARSERS_EFAILED;
+		snprintf(why, size, "%s", r.failure);
+		free(r.h);
+		return rc;
+	}
+	wire_in_init(&in, done.body, done.len);
+	rc32 = (int32_t)wire_get_u32(&in);
+	wire_get_str(&in, why, size);
+	if (in.err)
+		rc = SW_EFORMAT;
+	else if (rc32 == 0 && (rc = dumpwire_get(&in, out)) == 0)
+		rc = dumpwire_take_symbols(&in, *out);
+	else if (rc32 != 0)
+		rc = rc32 > 0 ? SW_EFORMAT : rc32;
+	if (rc == 0 && in.left)
+		rc = SW_EFORMAT;
+	if (rc != 0 && *out) {
+		sw_dump_free(*out);
+		*out = NULL;
+	}
+	msg_release(&done);
+	pthread_mutex_lock(&pool.lock);
+	pool.st.requests++;
+	pthread_mutex_unlock(&pool.lock);
+	release(r.w, rc == SW_EFORMAT && rc32 == 0);
+	/* The modules whose file was refused: why their frames are bare. */
+	for (size_t i = 0; rc == 0 && i < (*out)->nmodules; i++) {
+		struct sw_module *m = &(*out)->modules[i];
+
+		for (unsigned k = 0; m->path && k < r.nrefused; k++)
+			if (strcmp(m->path, r.refused_paths[k].path) == 0)
+				module_error(m, r.refused_paths[k].reason);
+	}
+	if (rc == 0)
+		(*out)->symbols_partial |= r.refused;
+	free(r.h);
 	return rc;
 }
 

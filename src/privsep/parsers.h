@@ -44,6 +44,8 @@ struct parse_files {
 	int (*open_mapped)(void *arg, uint64_t start, const char *path);
 	/* Unwinding: the snapshot was read (rc: snap_read()'s). */
 	void (*snapped)(void *arg, int rc);
+	/* A core's module by the path it names (modopen_resolved()). */
+	int (*open_path)(void *arg, const char *path, char **real);
 };
 
 /*
@@ -102,6 +104,18 @@ int parsers_symbolize(struct sw_dump *d, uint64_t deadline_ns,
 int parsers_unwind(int stream, pid_t pid, unsigned max_frames,
 		   uint64_t read_deadline_ns, const struct parse_files *f,
 		   struct sw_dump **out, pid_t *tracer);
+
+/*
+ * Reads the core file open at fd (ours still: the worker gets a copy)
+ * in a worker: unwound and symbolized there as unwind_core_max() and
+ * sym_dump() would (name: the core's, for what it says; exe: --exe or
+ * NULL), its modules opened here by f->open_path(), into *out. By
+ * deadline_ns, and PARSERS_GRACE_NS more. Else a negative errno or
+ * PARSERS_*, with why (size bytes) when there is one to say.
+ */
+int parsers_core(int fd, const char *name, const char *exe, unsigned max_frames,
+		 uint64_t deadline_ns, const struct parse_files *f,
+		 struct sw_dump **out, char *why, size_t size);
 
 /* The workers, for /api/v1/status's "processes" (guard.c). */
 void parsers_processes(cJSON *arr,

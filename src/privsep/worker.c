@@ -22,6 +22,8 @@
 #include "filter.h"
 #include "msg.h"
 #include "snapshot/snapshot.h"
+#include "symbols/corefile.h"
+#include "symbols/modopen.h"
 #include "symbols/parsenote.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
@@ -182,6 +184,48 @@ static int open_mapped(void *arg, uint64_t start, const char *path)
 	return fd;
 }
 
+/*
+ * A file a core names, opened by whoever started us as modopen_resolved()
+ * would, with the path resolved into *real (malloc'd) when real.
+ */
+static int ask_path(const char *path, char **real)
+{
+	struct wire_out o;
+	struct wire_in in;
+	struct msg m;
+	int32_t err;
+	int fd;
+
+	wire_out_init(&o);
+	wire_put_str(&o, path, 4096);
+	if (o.err)
+		return -ENOMEM;
+	ask(W_NEED_PATH, o.data, o.len, W_FILE, &m);
+	wire_out_release(&o);
+	wire_in_init(&in, m.body, m.len);
+	err = (int32_t)wire_get_u32(&in);
+	if (err < 0)
+		fd = err;
+	else if (m.nfds == 1)
+		fd = m.fds[0];
+	else
+		fd = -EPROTO;
+	if (fd >= 0 && real) {
+		*real = wire_get_strdup(&in, 4096);
+		if (!*real || in.err) {
+			free(*real);
+			*real = NULL;
+			fd = -EPROTO;
+		}
+	}
+	if (fd >= 0) {
+		m.fds[0] = -1;
+		maybe_fault(path);
+	}
+	msg_release(&m);
+	return fd;
+}
+
 /* The file mappings of the process being unwound, from the daemon. */
 static int ask_maps(struct procmaps *pm)
 {
@@ -268,6 +312,92 @@ static void symbolize(struct sym *s, const struct msg *m)
 	done(rc, &o);
 	wire_out_release(&o);
 	sw_dump_free(d);
+}
+
+/* A core's module file, by the path the core names. */
+static int core_module(void *arg, const struct sw_module *m)
+{
+	(void)arg;
+	if (!m->path || m->path[0] != '/')
+		return -ENOENT;
+	return ask_path(m->path, NULL);
+}
+
+/* The core, for the images of its modules without a file (the vDSO). */
+struct core_in {
+	int fd;
+	Elf *elf;
+};
+
+static int core_image(void *arg, const struct sw_module *m, void **image,
+		      size_t *size)
+{
+	const struct core_in *c = arg;
+
+	return c->elf ? corefile_image(c->elf, c->fd, m->start, image, size)
+		      : -ENOENT;
+}
+
+/* W_CORE: a core file unwound and symbolized. */
+static void core_read(struct msg *m)
+{
+	struct core_in c = { .fd = -1 };
+	char why[512] = "", *name, *exe;
+	struct sw_dump *d = NULL;
+	struct sym *s = NULL;
+	struct wire_out o;
+	struct wire_in in;
+	uint32_t max_frames;
+	bool has_exe;
+	int rc, fd;
+
+	wire_in_init(&in, m->body, m->len);
+	max_frames = wire_get_u32(&in);
+	name = wire_get_strdup(&in, 4096);
+	has_exe = wire_get_u32(&in) != 0;
+	exe = wire_get_strdup(&in, 4096);
+	if (in.err || m->nfds != 1 || !name || !exe) {
+		free(name);
+		free(exe);
+		done(SW_EFORMAT, NULL);
+		return;
+	}
+	/* One descriptor for the unwinder (which closes it), one for the
+	 * images. */
+	c.fd = m->fds[0];
+	m->fds[0] = -1;
+	fd = dup(c.fd);
+	rc = fd < 0 ? -errno
+		    : unwind_core_fd(fd, name, has_exe ? exe : NULL, max_frames,
+				     &d, why, sizeof(why));
+	if (rc == 0) {
+		c.elf = elf_begin(c.fd, ELF_C_READ_MMAP, NULL);
+		rc = sym_new(core_module, NULL, &s);
+	}
+	if (rc == 0) {
+		sym_set_image_fn(s, core_image, &c);
+		rc = sym_dump(s, d, true);
+		if (rc)
+			snprintf(why, sizeof(why), "%s", sw_strerror(rc));
+	}
+	note_start(0);
+	wire_out_init(&o);
+	wire_put_str(&o, why, sizeof(why) - 1);
+	if (rc == 0) {
+		dumpwire_put(&o, d);
+		dumpwire_put_symbols(&o, d);
+	}
+	if (o.err)
+		rc = o.err;
+	done(rc, &o);
+	wire_out_release(&o);
+	sym_free(s);
+	sw_dump_free(d);
+	if (c.elf)
+		elf_end(c.elf);
+	close(c.fd);
+	free(name);
+	free(exe);
 }
 
 /* Whether any thread of s is to be unwound (not kept from before). */
@@ -456,6 +586,7 @@ int worker_main(int argc, char **argv)
 	}
 	sym_set_image_fn(s, image_module, NULL);
 	sym_set_debug_fn(open_debug);
+	modopen_set_resolver(ask_path);
 	parsenote_set(note_start);
 	(void)vdso_self(&vsize);
 	sym_prepare();
@@ -478,6 +609,8 @@ int worker_main(int argc, char **argv)
 			symbolize(s, &m);
 		else if (m.type == W_UNWIND)
 			unwind(&m);
+		else if (m.type == W_CORE)
+			core_read(&m);
 		else
 			_exit(3);
 		msg_release(&m);

@@ -23,12 +23,20 @@
  *                core writes the snapshot of pid to
  *                -> W_DONE i32 rc, i32 tracer, then unless rc
  *                   dumpwire_put() of the raw dump unwound
+ *   W_CORE       u32 max_frames, str the core's name, u32 has_exe,
+ *                str exe; its one descriptor: the core file. Unwound
+ *                and symbolized here (images of modules without a file
+ *                from the core itself)
+ *                -> W_DONE i32 rc, str why, then unless rc
+ *                   dumpwire_put() and dumpwire_put_symbols() of it
  *   W_SNAPPED     i32 rc: the snapshot is read (no answer)
  *   W_NEED_MAPS   (nothing): the process's file mappings -> W_MAPS
  *   W_NEED_MODULE u32 index of the dump's module   -> W_FILE
  *   W_NEED_MAPPED u64 start, str path (a mapping)  -> W_FILE
  *   W_NEED_DEBUG  the build-id's bytes              -> W_FILE
  *   W_NEED_IMAGE  u32 index of the dump's module   -> W_IMAGE
+ *   W_NEED_PATH   str path a core names (modopen_resolved()) -> W_FILE,
+ *                 its body then also the path resolved
  *   W_FILE        i32 err; the file's descriptor unless err
  *   W_IMAGE       i32 err; the image's bytes
  *   W_MAPS        i32 err, u64 vdso_start, u64 vdso_end, u32 n, each
@@ -60,6 +68,8 @@ enum worker_msg {
 	W_NEED_MAPS,
 	W_MAPS,
 	W_SNAPPED,
+	W_CORE,
+	W_NEED_PATH,
 };
 
 /* The page a worker notes what it reads in (shared with the daemon). */

@@ -123,11 +123,21 @@ int modopen_file(const char *path, unsigned flags)
  * could read anyway; callers that must have one particular file check
  * its identity or build-id afterwards.
  */
+static modopen_resolver_fn resolver;
+
+void modopen_set_resolver(modopen_resolver_fn fn)
+{
+	resolver = fn;
+}
+
 int modopen_resolved(const char *path, char **real)
 {
-	char *res = realpath(path, NULL);
+	char *res;
 	int fd;
 
+	if (resolver)
+		return resolver(path, real);
+	res = realpath(path, NULL);
 	if (!res)
 		return -errno;
 	fd = modopen_file(res, 0);

@@ -37,6 +37,14 @@ int modopen_file(const char *path, unsigned flags);
 int modopen_resolved(const char *path, char **real);
 
 /*
+ * Has modopen_resolved() done by fn from now on, in a process that may
+ * open nothing itself (a parser worker asks whoever started it:
+ * privsep/worker.h). fn returns what modopen_resolved() would.
+ */
+typedef int (*modopen_resolver_fn)(const char *path, char **real);
+void modopen_set_resolver(modopen_resolver_fn fn);
+
+/*
  * As modopen_file(), for path (relative, "a/b") inside another process's
  * root directory root (/proc/PID/root): resolved as that process would,
  * never leaving it, and through no symlink at all (a process's files are

@@ -1147,6 +1147,24 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
 		    struct sw_dump **out, char *why, size_t why_size)
 {
+	int fd;
+
+	*out = NULL;
+	fd = open(core_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		int r = -errno;
+
+		snprintf(why, why_size, "%s: %s", core_path, strerror(-r));
+		return r;
+	}
+	return unwind_core_fd(fd, core_path, exe, max_frames, out, why,
+			      why_size);
+}
+
+int unwind_core_fd(int fd, const char *core_path, const char *exe,
+		   unsigned max_frames, struct sw_dump **out, char *why,
+		   size_t why_size)
+{
 	struct core_walk w = { 0 };
 	struct corefile *cf = NULL;
 	struct sw_dump *d = NULL;
@@ -1154,15 +1172,9 @@ int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
 	Elf *core = NULL;
 	GElf_Ehdr eh;
 	struct stat st;
-	int fd, r;
+	int r;
 
 	*out = NULL;
-	fd = open(core_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		r = -errno;
-		snprintf(why, why_size, "%s: %s", core_path, strerror(-r));
-		return r;
-	}
 	elf_version(EV_CURRENT);
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(why, why_size, "%s: not a regular file", core_path);

@@ -61,6 +61,14 @@ int unwind_core(const char *core_path, const char *exe, struct sw_dump **out,
 int unwind_core_max(const char *core_path, const char *exe, unsigned max_frames,
 		    struct sw_dump **out, char *why, size_t why_size);
 
+/*
+ * unwind_core_max() of the core file open at fd (taken: closed here),
+ * named core_path in what it says.
+ */
+int unwind_core_fd(int fd, const char *core_path, const char *exe,
+		   unsigned max_frames, struct sw_dump **out, char *why,
+		   size_t why_size);
+
 /* The frames kept for max_frames (struct snap's): 0 SW_MAX_FRAMES,
  * else max_frames, at most SW_MAX_FRAMES_HARD. */
 unsigned unwind_max_frames(unsigned max_frames);

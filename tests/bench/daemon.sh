@@ -343,14 +343,18 @@ methods_range() {
 			if (m == 0) printf "none" }'
 }
 
-# daemon_ticks - utime+stime of the daemon and of its snapshot helper
-# (its child), each with the children it reaped (the helper's one child
-# per snapshot), in clock ticks.
+# daemon_ticks - utime+stime of the daemon, of its snapshot helpers (its
+# children) and of their children alive (the parser workers), each with
+# the children it reaped (a helper's one child per snapshot, workers that
+# ended), in clock ticks.
 daemon_ticks() {
 	cat /proc/[0-9]*/stat 2>/dev/null | awk -v d="$dpid" '
-		{ p = $1; sub(/^.*\) /, "")
-		  if (p == d || $2 == d) s += $12 + $13 + $14 + $15 }
-		END { print s + 0 }'
+		{ p = $1; sub(/^.*\) /, ""); ppid[p] = $2
+		  t[p] = $12 + $13 + $14 + $15 }
+		END { for (p in t)
+			if (p == d || ppid[p] == d || ppid[ppid[p]] == d)
+				s += t[p]
+		      print s + 0 }'
 }
 
 # kernel_status - "active" when the daemon's /api/v1/status says it reads
@@ -537,6 +541,38 @@ done
 
 # ---- without the agent: kernel reads, then ptrace snapshots ----
 
+# changed_reads N - with the daemon just started: N threads of
+# plain_target tick, each waking every 20 ms, so that every read finds
+# all of them ran since the last one and copies and unwinds each anew
+# (no thread's stack kept): the median of 21 requests back to back
+# after a first, as cell kchanged at N.
+changed_reads() {
+	rm -f "$work/tick.in"
+	mkfifo "$work/tick.in" || return
+	"$absbuild/fixtures/plain_target" tick "$1" <"$work/tick.in" \
+		>"$work/tick.out" 2>&1 &
+	ttpid=$!
+	pids="$pids $ttpid"
+	exec 9>"$work/tick.in"
+	msleep 3000
+	savedtpid=$tpid
+	tpid=$ttpid
+	dump_sw
+	walls=""
+	i=0
+	while [ $i -lt 21 ]; do
+		dump_sw
+		walls="$walls $wall"
+		i=$((i + 1))
+	done
+	set_cell kchanged "$1" "$(echo "$walls" | median)"
+	say "  changed: median $(cell kchanged "$1") ms of 21 reads of $1" \
+		"threads that all ran since the last ($methods)"
+	exec 9>&-
+	stop "$ttpid"
+	tpid=$savedtpid
+}
+
 # plain_dumps K - on the plain target tpid and the daemon just started:
 # the cold dump, then warm ones back to back (SW_BENCH_WARM_SECONDS, at
 # least warm_min), the heartbeat's window over them as gap_sw_K$n; the
@@ -604,6 +640,7 @@ if plain_start "$n" "plain$n"; then
 		kstatus=$(kernel_status)
 		say "  kernel reads: $kstatus"
 		plain_dumps k
+		changed_reads "$n"
 	else
 		status=1
 	fi
@@ -1099,6 +1136,7 @@ echo "| figure | kernel reads | --no-kernel-reads | target | met |"
 echo "| --- | --- | --- | --- | --- |"
 echo "| no agent, $n threads: warm symbolized request, \`curl /api/v1/stacks?pid=N\` back to back (median of $(cell kcount "$n") / $(cell pcount "$n")): the request (curl's time_total) | $(ms "$kh") | $(ms "$ph") | - | - |"
 echo "| … the whole curl command, its own start-up included (\`curl /healthz\`: $(c_healthz "$n")) | $(ms "$kw") | $(ms "$(cell pwarm "$n")") | - | - |"
+echo "| changed reads: \`curl /api/v1/stacks?pid=N\` of $n threads that all ran since the last read (plain_target tick), median of 21 | $(ms "$(cell kchanged "$n")") | - | - | - |"
 echo "| … speed-up of the request over \`eu-stack -s -p N\` on the same process ($(peer_cell peus "$n")); whole command in brackets | ${r_ke:+${r_ke}×}${r_kew:+ (${r_kew}×)} | ${r_peh:+${r_peh}×}${r_pe:+ (${r_pe}×)} | ≥ 100× with kernel reads | $(met_one "$r_ke" '>=' 100) |"
 echo "| … speed-up of the request over \`gdb -p N -batch -ex 'thread apply all bt'\` ($(peer_cell pgdb "$n")); whole command in brackets | ${r_kg:+${r_kg}×}${r_kgw:+ (${r_kgw}×)} | ${r_pgh:+${r_pgh}×}${r_pg:+ (${r_pg}×)} | ≥ 100× with kernel reads | $(met_one "$r_kg" '>=' 100) |"
 echo "| … the kernel read alone of the whole process, the helper's part (bench_kread: kread_process, median of $kread_rounds) | $(ms "$(cell kread "$n")") ($(cell kread_info "$n")) | - | ≤ 6 ms | $(met_one "$(cell kread "$n")" '<=' 6) |"

@@ -24,7 +24,8 @@
  *   on it), and root's dump of another process answers in its usual
  *   time while the hung one waits.
  * - The CLI run as root (dump --local) reads the crasher and two bombs in
- *   workers of its own: exit 0, the reason, the other frames named.
+ *   workers of its own: exit 0, the reason, the other frames named; and
+ *   a core of the crasher (dump --core) the same.
  * - kill -9 of a worker: the next read works; another worker runs.
  */
 #define _GNU_SOURCE
@@ -408,6 +409,43 @@ static void check_crasher(const struct itest_daemon *d)
 }
 
 /*
+ * The same for a core file of pid (gcore): dump --core as root reads it
+ * in a worker, whose death on the program's file costs that file's
+ * symbols only.
+ */
+static void check_cli_core(pid_t pid, const char *kind, const char *reason)
+{
+	static char out[4 << 20];
+	char cmd[512], core[256];
+	const char *why;
+	cJSON *doc;
+	int rc;
+
+	snprintf(core, sizeof(core), "%s/core", dir);
+	snprintf(cmd, sizeof(cmd), "gcore -o %s %d >/dev/null 2>&1", core,
+		 (int)pid);
+	if (itest_run_capture(cmd, out, sizeof(out)) != 0) {
+		TAP_SKIP("gcore cannot dump %s here", kind);
+		return;
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "STACKWATCH_TEST_PARSER_FAULT=segv=%s %s/stackwatch dump "
+		 "--core %s.%d --format json 2>/dev/null",
+		 kind, itest_build(), core, (int)pid);
+	rc = itest_run_capture(cmd, out, sizeof(out));
+	doc = cJSON_Parse(out);
+	why = symbols_error(doc, kind);
+	TAP_OK(rc == 0 && why && strstr(why, reason) &&
+		       has_function(doc, "pause"),
+	       "the CLI as root reads a core of %s in a worker: the other "
+	       "frames named, and why its own are not (exit %d, %s)",
+	       kind, rc, why ? why : "no reason");
+	cJSON_Delete(doc);
+	snprintf(cmd, sizeof(cmd), "%s.%d", core, (int)pid);
+	unlink(cmd);
+}
+
+/*
  * The CLI run as root (stackwatch dump --local) parses in workers of the
  * same kind: a file that kills one, and hostile DWARF, cost the symbols
  * of that file, never the run, and the other frames keep their names.
@@ -451,6 +489,8 @@ static void check_cli(void)
 		       "why its own are not (exit %d, %s)",
 		       kinds[i], rc, why ? why : "no reason");
 		cJSON_Delete(doc);
+		if (i == 0)
+			check_cli_core(pid, kinds[i], reasons[i]);
 		itest_kill(pid);
 	}
 }
