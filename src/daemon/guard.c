@@ -112,6 +112,51 @@ static int read_held(pid_t pid, struct held *h)
 	return 0;
 }
 
+static void add_missing(cJSON *missing, const char *what, const char *why);
+
+/*
+ * A parser worker's limits (privsep/worker.c), as /proc/PID/limits says:
+ * no core file, no file written, its address space bounded. Each one not
+ * in force is added to missing.
+ */
+static void check_limits(pid_t pid, cJSON *missing)
+{
+	static const struct {
+		const char *name;
+		bool bounded; /* false: must be 0 */
+	} want[] = {
+		{ "Max core file size", false },
+		{ "Max file size", false },
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+		{ "Max address space", true },
+#endif
+	};
+	char path[48], buf[4096], why[160];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)pid);
+	n = procfs_read_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (n <= 0)
+		return;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		const char *line = strstr(buf, want[i].name), *v;
+		bool ok;
+
+		if (!line)
+			continue;
+		v = line + strlen(want[i].name);
+		while (*v == ' ')
+			v++;
+		ok = want[i].bounded ? strncmp(v, "unlimited", 9) != 0
+				     : *v == '0' && v[1] == ' ';
+		if (ok)
+			continue;
+		snprintf(why, sizeof(why), "%s is %s", want[i].name,
+			 want[i].bounded ? "unlimited" : "not 0");
+		add_missing(missing, "limits", why);
+	}
+}
+
 static void add_missing(cJSON *missing, const char *what, const char *why)
 {
 	cJSON *m = cJSON_CreateObject();
@@ -180,6 +225,8 @@ static cJSON *process_json(const char *role, pid_t pid, uint64_t allowed,
 				 allowed == 0 ? drop_why : "");
 		add_missing(missing, "capabilities", why);
 	}
+	if (strcmp(role, "parser") == 0)
+		check_limits(pid, missing);
 	return o;
 }
 

@@ -1924,7 +1924,10 @@ static int listen_unix(const char *path)
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
 		*slash = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		/* Searchable by all whatever the umask (the unit's is 077). */
+		if (mkdir(dir, 0755) == 0)
+			(void)chmod(dir, 0755);
+		else if (errno != EEXIST)
 			return -errno;
 	}
 	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

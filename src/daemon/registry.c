@@ -565,7 +565,10 @@ static int make_dir(const char *path)
 	if (!slash || slash == dir)
 		return 0;
 	*slash = '\0';
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+	/* Searchable by all whatever the umask (the unit's is 077). */
+	if (mkdir(dir, 0755) == 0)
+		(void)chmod(dir, 0755);
+	else if (errno != EEXIST)
 		return -errno;
 	return 0;
 }
