@@ -165,6 +165,9 @@ static void name_jit_frames(struct sw_dump *d, pid_t pid)
 	/* One map, read once: no limit but the parser's own. */
 	if (stat(path, &st) < 0 || jitcache_new(SIZE_MAX, &cache) < 0)
 		return;
+	/* Run as root: the map is the target's text, for a worker. */
+	if (cli_sandboxed())
+		jitcache_set_reader(cache, parsers_perfmap);
 	jitmap_apply(&jm, cache, pid, st.st_uid, d);
 	jitmap_release(&jm);
 	jitcache_free(cache);

@@ -84,6 +84,8 @@ int stacks_init(struct stacks *s, struct registry *reg, int max_dump_rate,
 	pthread_mutex_init(&s->use_lock, NULL);
 	if (jitcache_new(STACKS_DEFAULT_JIT_BYTES, &s->jit) < 0)
 		return -ENOMEM;
+	/* Perf maps are the target's text: parsed by a worker too. */
+	jitcache_set_reader(s->jit, parsers_perfmap);
 	/* Frames without symbols only: it opens and parses nothing. */
 	if (sym_new(NULL, NULL, &s->sym) != 0)
 		return -ENOMEM;

@@ -30,6 +30,7 @@
 #include "parsers.h"
 #include "worker.h"
 #include "stackwatch.h"
+#include "symbols/perfmap.h"
 #include "symbols/symbolize.h"
 
 #define HELLO_NS (5000ull * 1000000ull) /* a new worker says hello */
@@ -38,6 +39,7 @@
 #define QUARANTINE_MAX 256
 #define BACKOFF_MAX_MS 10000
 #define REASON_MAX 160
+#define PERFMAP_DEADLINE_NS (5000ull * 1000000ull) /* one perf map's parse */
 
 enum { SLOT_NONE, SLOT_STARTING, SLOT_IDLE, SLOT_BUSY };
 
@@ -131,6 +133,8 @@ struct req {
 	 * modules are handed before any is parsed, no note tells them
 	 * apart), and the files refused are named by path. */
 	bool core;
+	struct perfmap *pm; /* a perf map being built (parsers_perfmap()) */
+	int pm_rc;	    /* the first error building it */
 	struct {
 		char path[256];
 		char reason[REASON_MAX];
@@ -681,6 +685,29 @@ static int serve_one(struct req *r, const struct msg *m)
 			r->f->snapped(r->f->arg, v);
 		}
 		return 0;
+	case W_ENTRIES: {
+		uint32_t n;
+
+		if (!r->pm)
+			return -EPROTO;
+		wire_in_init(&in, m->body, m->len);
+		n = wire_get_u32(&in);
+		if (in.err || n > PERFMAP_MAX_ENTRIES)
+			return -EPROTO;
+		for (uint32_t i = 0; i < n; i++) {
+			char name[PERFMAP_NAME_MAX + 1];
+			uint64_t lo = wire_get_u64(&in), hi = wire_get_u64(&in);
+
+			wire_get_str(&in, name, sizeof(name));
+			if (in.err)
+				return -EPROTO;
+			/* Past the budget: the rest is read and dropped. */
+			if (r->pm_rc == 0)
+				r->pm_rc = perfmap_build_add(
+					r->pm, lo, hi, name, strlen(name));
+		}
+		return in.left ? -EPROTO : 0;
+	}
 	case W_NEED_PATH: {
 		char *real = NULL;
 		int fd;
@@ -1092,6 +1119,83 @@ int parsers_core(int fd, const char *name, const char *exe, unsigned max_frames,
 	}
 	if (rc == 0)
 		(*out)->symbols_partial |= r.refused;
+	free(r.h);
+	return rc;
+}
+
+int parsers_perfmap(int fd, off_t size, const struct perfmap_budget *budget,
+		    struct perfmap **out)
+{
+	static const struct parse_files none = { 0 };
+	struct req r = { .f = &none };
+	struct perfmap *pm = NULL;
+	struct wire_out o;
+	struct wire_in in;
+	struct msg done;
+	struct stat st;
+	char why[200];
+	uint64_t deadline = clock_now_ns() + PERFMAP_DEADLINE_NS;
+	int32_t rc32;
+	int rc = 0;
+
+	*out = NULL;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	pthread_mutex_lock(&pool.lock);
+	if (quarantined(st.st_dev, st.st_ino, clock_now_ns())) {
+		pool.st.refused++;
+		rc = -EPERM;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	if (rc)
+		return rc;
+	rc = perfmap_build_begin(budget, &pm);
+	if (rc < 0)
+		return rc;
+	r.pm = pm;
+	wire_out_init(&o);
+	wire_put_u64(&o, (uint64_t)size);
+	for (int tries = 0; tries < 3; tries++) {
+		r.w = acquire(deadline, why, sizeof(why));
+		if (!r.w)
+			break;
+		rc = start(&r, W_PERFMAP, &o, fd, deadline);
+		if (rc != -EPIPE)
+			break;
+		release(r.w, true);
+		r.w = NULL;
+	}
+	wire_out_release(&o);
+	if (!r.w) {
+		perfmap_build_end(pm, -EAGAIN, out);
+		return -EAGAIN;
+	}
+	if (rc == 0)
+		rc = serve(&r, &done);
+	if (rc == -ENOMEM) {
+		release(r.w, false);
+		perfmap_build_end(pm, rc, out);
+		return rc;
+	}
+	if (rc < 0) {
+		/* The file did it: not parsed again for a while. */
+		failed(&r, rc);
+		quarantine(st.st_dev, st.st_ino, r.failure);
+		free(r.h);
+		perfmap_build_end(pm, -EPERM, out);
+		return -EPERM;
+	}
+	wire_in_init(&in, done.body, done.len);
+	rc32 = (int32_t)wire_get_u32(&in);
+	rc = in.err || in.left || rc32 > 0 ? SW_EFORMAT : rc32;
+	if (rc == 0)
+		rc = r.pm_rc;
+	rc = perfmap_build_end(pm, rc, out);
+	msg_release(&done);
+	pthread_mutex_lock(&pool.lock);
+	pool.st.requests++;
+	pthread_mutex_unlock(&pool.lock);
+	release(r.w, rc == SW_EFORMAT);
 	free(r.h);
 	return rc;
 }

@@ -117,6 +117,18 @@ int parsers_core(int fd, const char *name, const char *exe, unsigned max_frames,
 		 uint64_t deadline_ns, const struct parse_files *f,
 		 struct sw_dump **out, char *why, size_t size);
 
+/*
+ * Parses the perf map open at fd (size bytes) in a worker, as
+ * perfmap_read() would, into *out built here within budget (a
+ * jitcache_reader_fn). A file that kills or stalls a worker is refused
+ * for PARSERS_QUARANTINE_S: -EPERM. Else 0, -EAGAIN (no worker free),
+ * -ENOMEM, the budget's error or SW_EFORMAT.
+ */
+struct perfmap;
+struct perfmap_budget;
+int parsers_perfmap(int fd, off_t size, const struct perfmap_budget *budget,
+		    struct perfmap **out);
+
 /* The workers, for /api/v1/status's "processes" (guard.c). */
 void parsers_processes(cJSON *arr,
 		       cJSON *(*entry)(const char *role, pid_t pid,

@@ -25,6 +25,7 @@
 #include "symbols/corefile.h"
 #include "symbols/modopen.h"
 #include "symbols/parsenote.h"
+#include "symbols/perfmap.h"
 #include "symbols/symbolize.h"
 #include "symbols/unwind.h"
 #include "symbols/vdso.h"
@@ -400,6 +401,51 @@ static void core_read(struct msg *m)
 	free(exe);
 }
 
+/* W_PERFMAP: a perf map's text parsed, its entries sent back. */
+static void perfmap(struct msg *m)
+{
+	struct perfmap *pm = NULL;
+	struct wire_out o;
+	struct wire_in in;
+	uint64_t size, start, end;
+	const char *name;
+	int rc;
+
+	wire_in_init(&in, m->body, m->len);
+	size = wire_get_u64(&in);
+	if (in.err || in.left || m->nfds != 1 || size > INT64_MAX) {
+		done(SW_EFORMAT, NULL);
+		return;
+	}
+	maybe_fault("/perf-map"); /* the test hook: segv=perf-map */
+	rc = perfmap_read(m->fds[0], (off_t)size, NULL, &pm);
+	for (size_t i = 0; rc == 0 && i < perfmap_count(pm);) {
+		struct wire_out e;
+		uint32_t n = 0;
+
+		wire_out_init(&o);
+		wire_out_init(&e);
+		while (e.len < WORKER_CHUNK - PERFMAP_NAME_MAX - 64 &&
+		       perfmap_entry(pm, i, &start, &end, &name)) {
+			wire_put_u64(&e, start);
+			wire_put_u64(&e, end);
+			wire_put_str(&e, name, PERFMAP_NAME_MAX);
+			n++;
+			i++;
+		}
+		wire_put_u32(&o, n);
+		wire_put_bytes(&o, e.data, e.len);
+		rc = o.err ? o.err : e.err;
+		if (rc == 0 && msg_send(WORKER_FD, W_ENTRIES, o.data, o.len,
+					NULL, 0, 0) < 0)
+			_exit(0);
+		wire_out_release(&e);
+		wire_out_release(&o);
+	}
+	done(rc, NULL);
+	perfmap_free(pm);
+}
+
 /* Whether any thread of s is to be unwound (not kept from before). */
 static bool any_to_unwind(const struct snap *s)
 {
@@ -611,6 +657,8 @@ int worker_main(int argc, char **argv)
 			unwind(&m);
 		else if (m.type == W_CORE)
 			core_read(&m);
+		else if (m.type == W_PERFMAP)
+			perfmap(&m);
 		else
 			_exit(3);
 		msg_release(&m);

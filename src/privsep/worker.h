@@ -29,6 +29,13 @@
  *                from the core itself)
  *                -> W_DONE i32 rc, str why, then unless rc
  *                   dumpwire_put() and dumpwire_put_symbols() of it
+ *   W_PERFMAP    u64 the file's size; its one descriptor: a perf map
+ *                (symbols/perfmap.h), parsed here
+ *                -> W_ENTRIES (unasked, as many as it takes: u32 n,
+ *                   n entries of u64 start, u64 end, str name; at most
+ *                   WORKER_CHUNK bytes each, so that the side building
+ *                   the map never holds more than its budget and one
+ *                   chunk), then W_DONE i32 rc
  *   W_SNAPPED     i32 rc: the snapshot is read (no answer)
  *   W_NEED_MAPS   (nothing): the process's file mappings -> W_MAPS
  *   W_NEED_MODULE u32 index of the dump's module   -> W_FILE
@@ -70,7 +77,11 @@ enum worker_msg {
 	W_SNAPPED,
 	W_CORE,
 	W_NEED_PATH,
+	W_PERFMAP,
+	W_ENTRIES,
 };
+
+#define WORKER_CHUNK (256u << 10) /* bytes of one W_ENTRIES */
 
 /* The page a worker notes what it reads in (shared with the daemon). */
 struct worker_note {

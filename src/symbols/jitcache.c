@@ -50,6 +50,7 @@ struct jitcache {
 	struct jitcache_map *maps;
 	struct jit_user *users;
 	size_t nusers;
+	jitcache_reader_fn reader; /* perfmap_read(), or a worker's */
 };
 
 int jitcache_new(size_t max_user_bytes, struct jitcache **out)
@@ -62,8 +63,14 @@ int jitcache_new(size_t max_user_bytes, struct jitcache **out)
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->parsed, NULL);
 	c->max_user_bytes = max_user_bytes;
+	c->reader = perfmap_read;
 	*out = c;
 	return 0;
+}
+
+void jitcache_set_reader(struct jitcache *c, jitcache_reader_fn fn)
+{
+	c->reader = fn ? fn : perfmap_read;
 }
 
 void jitcache_free(struct jitcache *c)
@@ -239,7 +246,7 @@ static void parse_into(struct jitcache *c, struct jitcache_map *m, int fd,
 {
 	struct perfmap_budget b = { take, m };
 	struct perfmap *pm = NULL;
-	int rc = perfmap_read(fd, st->st_size, &b, &pm);
+	int rc = c->reader(fd, st->st_size, &b, &pm);
 
 	pthread_mutex_lock(&c->lock);
 	if (rc == 0) { /* what the parse took beyond what it keeps */

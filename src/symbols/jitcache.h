@@ -26,6 +26,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "perfmap.h"
+
 struct jitcache;
 struct jitcache_map;
 struct perfmap;
@@ -38,6 +40,16 @@ int jitcache_new(size_t max_user_bytes, struct jitcache **out);
 
 /* Frees c; every map must have been put back. Accepts NULL. */
 void jitcache_free(struct jitcache *c);
+
+/*
+ * How c reads a file into a map: perfmap_read() by default; a process
+ * that parses nothing a target wrote hands the file to a parser worker
+ * (privsep/parsers.h's parsers_perfmap()). Called before any use.
+ */
+typedef int (*jitcache_reader_fn)(int fd, off_t size,
+				  const struct perfmap_budget *budget,
+				  struct perfmap **out);
+void jitcache_set_reader(struct jitcache *c, jitcache_reader_fn fn);
 
 /* Changes the limit for the parses that start from now on. */
 void jitcache_set_limit(struct jitcache *c, size_t max_user_bytes);

@@ -152,14 +152,13 @@ static bool parse_hex(const char **p, const char *end, uint64_t *out)
  * One line [s, end): appended to pm when it parses. 0, -ENOMEM, -EFBIG
  * (past what the table can index) or the budget's error.
  */
+static int add_entry(struct perfmap *pm, uint32_t line, uint64_t start,
+		     uint64_t size, const char *s, size_t n);
+
 static int parse_line(struct perfmap *pm, const char *s, const char *end)
 {
 	uint32_t line = pm->lines;
 	uint64_t start, size;
-	struct pm_entry *e;
-	size_t n;
-	char *name;
-	int rc;
 
 	if (pm->lines == UINT32_MAX)
 		return -EFBIG;
@@ -173,9 +172,25 @@ static int parse_line(struct perfmap *pm, const char *s, const char *end)
 	s++;
 	while (end > s && (end[-1] == '\r' || end[-1] == ' '))
 		end--;
-	if (s == end || pm->n >= PERFMAP_MAX_ENTRIES)
+	return add_entry(pm, line, start, size, s, (size_t)(end - s));
+}
+
+/*
+ * Appends code [start, start + size) named by the n bytes at s (cut at
+ * PERFMAP_NAME_MAX, control bytes replaced), as line number line: 0,
+ * or -ENOMEM, -EFBIG, the budget's error. An empty name, an empty or
+ * wrapping range, or a table full is skipped.
+ */
+static int add_entry(struct perfmap *pm, uint32_t line, uint64_t start,
+		     uint64_t size, const char *s, size_t n)
+{
+	struct pm_entry *e;
+	char *name;
+	int rc;
+
+	if (n == 0 || !size || start + size < start ||
+	    pm->n >= PERFMAP_MAX_ENTRIES)
 		return 0;
-	n = (size_t)(end - s);
 	if (n > PERFMAP_NAME_MAX)
 		n = PERFMAP_NAME_MAX;
 	if (pm->names.used + n + 1 > UINT32_MAX)
@@ -369,6 +384,39 @@ int perfmap_read(int fd, off_t size, const struct perfmap_budget *budget,
 			    out);
 	free(buf);
 	return rc;
+}
+
+int perfmap_build_begin(const struct perfmap_budget *budget,
+			struct perfmap **pm)
+{
+	return begin(budget, pm);
+}
+
+int perfmap_build_add(struct perfmap *pm, uint64_t start, uint64_t end,
+		      const char *name, size_t n)
+{
+	if (end <= start || pm->lines == UINT32_MAX)
+		return 0;
+	return add_entry(pm, pm->lines++, start, end - start, name, n);
+}
+
+int perfmap_build_end(struct perfmap *pm, int rc, struct perfmap **out)
+{
+	return finish(pm, rc, out);
+}
+
+bool perfmap_entry(const struct perfmap *pm, size_t i, uint64_t *start,
+		   uint64_t *end, const char **name)
+{
+	const struct pm_entry *e;
+
+	if (!pm || i >= pm->n)
+		return false;
+	e = entries(pm) + i;
+	*start = e->start;
+	*end = e->end;
+	*name = pm->names.p + e->name;
+	return true;
 }
 
 const char *perfmap_lookup(const struct perfmap *pm, uint64_t ip,

@@ -19,6 +19,7 @@
 #ifndef SW_PERFMAP_H
 #define SW_PERFMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -60,6 +61,23 @@ int perfmap_parse(const char *buf, size_t len, struct perfmap **out);
  */
 int perfmap_read(int fd, off_t size, const struct perfmap_budget *budget,
 		 struct perfmap **out);
+
+/*
+ * A map built from entries rather than text (a parser worker parsed the
+ * file, privsep/worker.h): begun with a budget as perfmap_read() takes
+ * one, each entry [start, end) named by the n bytes at name added (under
+ * the rules of a line: names cut and cleaned, empty ones skipped), then
+ * ended with the first error met (rc): settled into *out, or freed.
+ */
+int perfmap_build_begin(const struct perfmap_budget *budget,
+			struct perfmap **pm);
+int perfmap_build_add(struct perfmap *pm, uint64_t start, uint64_t end,
+		      const char *name, size_t n);
+int perfmap_build_end(struct perfmap *pm, int rc, struct perfmap **out);
+
+/* Entry i of pm (sorted by start, disjoint), false past the last. */
+bool perfmap_entry(const struct perfmap *pm, size_t i, uint64_t *start,
+		   uint64_t *end, const char **name);
 
 /* The name of the code holding ip, or NULL; *start gets its start. */
 const char *perfmap_lookup(const struct perfmap *pm, uint64_t ip,

@@ -26,6 +26,8 @@
  * - The CLI run as root (dump --local) reads the crasher and two bombs in
  *   workers of its own: exit 0, the reason, the other frames named; and
  *   a core of the crasher (dump --core) the same.
+ * - A perf map that kills its parser: the reads are answered, one worker
+ *   died, the map is refused after.
  * - kill -9 of a worker: the next read works; another worker runs.
  */
 #define _GNU_SOURCE
@@ -496,6 +498,53 @@ static void check_cli(void)
 }
 
 /*
+ * A perf map that kills the worker parsing it (the test hook): the read
+ * is answered all the same, the map is refused from then on (no second
+ * death), and the daemon is up. The map is parsed by a worker, not by
+ * the daemon: it would have died with it.
+ */
+static void check_perfmap(const struct itest_daemon *d)
+{
+	char map[64];
+	double died;
+	int status = 0, status2 = 0, fd;
+	cJSON *doc;
+	pid_t pid;
+
+	pid = run_nobody("crasher");
+	if (pid <= 0 || !sec_wait_comm(pid, "crasher")) {
+		TAP_OK(0, "perf map: its program runs");
+		itest_kill(pid);
+		return;
+	}
+	snprintf(map, sizeof(map), "/tmp/perf-%d.map", (int)pid);
+	fd = open(map, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		(void)!write(fd, "1000 10 jitted\n", 15);
+		(void)!fchown(fd, SEC_NOBODY, SEC_NOBODY);
+		close(fd);
+	}
+	itest_sleep_ms(100);
+	died = itest_metric(d, "stackwatch_parser_failures_total{reason="
+			       "\"crashed\"}");
+	doc = nobody_dump(d, pid, &status);
+	cJSON_Delete(doc);
+	doc = nobody_dump(d, pid, &status2);
+	cJSON_Delete(doc);
+	TAP_OK(status == 200 && status2 == 200 &&
+		       itest_metric(d, "stackwatch_parser_failures_total{"
+				       "reason=\"crashed\"}") == died + 1 &&
+		       get_ok(d),
+	       "perf map: a map that kills its parser costs one worker, once; "
+	       "both reads answered (%d, %d; %.0f crashed before, %.0f after)",
+	       status, status2, died,
+	       itest_metric(d, "stackwatch_parser_failures_total{reason="
+			       "\"crashed\"}"));
+	unlink(map);
+	itest_kill(pid);
+}
+
+/*
  * A file its parser never returns from: while nobody's request for it
  * waits, root's dump of another process answers in its usual time; the
  * hung parser is ended past its deadline, and the file refused.
@@ -608,7 +657,8 @@ int main(void)
 	 * come before the sanitizer's runtime, which refuses to start. */
 	if (!SEC_SANITIZED)
 		setenv("LD_PRELOAD", probe, 1);
-	setenv("STACKWATCH_TEST_PARSER_FAULT", "segv=crasher,hang=hanger", 1);
+	setenv("STACKWATCH_TEST_PARSER_FAULT",
+	       "segv=crasher,hang=hanger,segv=perf-map", 1);
 	if (itest_daemon_start_args(&d, args) < 0) {
 		TAP_OK(0, "the daemon starts");
 		return tap_done();
@@ -636,6 +686,7 @@ int main(void)
 	check_bomb(&d, "lines", 8000000, "larger than 4 MiB");
 	check_bomb(&d, "linestr", 0, "string section with no end");
 	check_crasher(&d);
+	check_perfmap(&d);
 	check_cli();
 	check_hanger(&d, other);
 	check_killed(&d, other);
