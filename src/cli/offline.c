@@ -104,22 +104,6 @@ static int live_image(void *arg, const struct sw_module *m, void **image,
 			      size);
 }
 
-/* A core file, open for the symbolizer's images. */
-struct core_in {
-	int fd;
-	Elf *elf;
-};
-
-/* The vDSO's image, from the core's copy of it. */
-static int core_image(void *arg, const struct sw_module *m, void **image,
-		      size_t *size)
-{
-	const struct core_in *c = arg;
-
-	return c->elf ? corefile_image(c->elf, c->fd, m->start, image, size)
-		      : -ENOENT;
-}
-
 static int print(struct sw_dump *d, const char *format)
 {
 	char *out = NULL;
@@ -465,7 +449,7 @@ static int core_in_worker(const char *core, const char *exe,
 int cli_dump_core(const char *core, const char *exe, const char *format,
 		  long max_frames)
 {
-	struct core_in c = { .fd = -1 };
+	struct corefile_in c = { .fd = -1 };
 	bool cut;
 	struct sw_dump *d = NULL;
 	char why[512] = "";
@@ -498,7 +482,8 @@ int cli_dump_core(const char *core, const char *exe, const char *format,
 			  "segments need; stacks may be short",
 			  core, (unsigned long long)d->core_cut_size,
 			  (unsigned long long)d->core_cut_need);
-	r = finish(d, core_sym_open, 0, core_image, &c, NULL, format);
+	r = finish(d, core_sym_open, 0, corefile_module_image, &c, NULL,
+		   format);
 	if (r == CLI_OK && cut)
 		r = CLI_EPARTIAL;
 	if (c.elf)

@@ -10,7 +10,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 
 #include "broker.h"
 #include "cores.h"
+#include "fdmsg.h"
 #include "model/clock.h"
 #include "model/procfs.h"
 #include "peer.h"
@@ -45,14 +45,7 @@ static int ask(uint32_t op, const void *path, size_t len,
 	       size_t size, int *fd)
 {
 	struct request rq = *fields;
-	char ctrl[CMSG_SPACE(sizeof(int))];
 	char *msg = malloc(sizeof(*a) + BROKER_READ_MAX);
-	struct iovec io = { msg, sizeof(*a) + BROKER_READ_MAX };
-	struct msghdr mh = { .msg_iov = &io,
-			     .msg_iovlen = 1,
-			     .msg_control = ctrl,
-			     .msg_controllen = sizeof(ctrl) };
-	uint64_t until = clock_now_ns() + BROKER_WAIT_NS;
 	ssize_t n = -1;
 	int sv[2], rc, got = -1;
 
@@ -69,29 +62,12 @@ static int ask(uint32_t op, const void *path, size_t len,
 	}
 	rc = cores_send(&rq, sizeof(rq), path, len, &sv[1], 1);
 	close(sv[1]);
-	while (rc == 0) {
-		struct pollfd pf = { .fd = sv[0], .events = POLLIN };
-		uint64_t now = clock_now_ns();
-		int r = now < until ? poll(&pf, 1,
-					   (int)((until - now) / 1000000u) + 1)
-				    : 0;
-
-		/* Our threads take dump signals too: a wait goes on. */
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 1)
-			n = recvmsg(sv[0], &mh,
-				    MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		break;
-	}
-	for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c;
-	     c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&got, CMSG_DATA(c), sizeof(int));
+	if (rc == 0)
+		n = fdmsg_recv(sv[0], msg, sizeof(*a) + BROKER_READ_MAX,
+			       clock_now_ns() + BROKER_WAIT_NS, &got);
 	close(sv[0]);
 	if (rc == 0 && n < (ssize_t)sizeof(*a))
-		rc = n < 0 ? -ETIMEDOUT : SW_EFORMAT;
+		rc = n < 0 ? (int)n : SW_EFORMAT;
 	if (rc == 0) {
 		memcpy(a, msg, sizeof(*a));
 		if (buf && a->rc > 0) {
@@ -292,30 +268,6 @@ static bool in_root_allowed(const char *root, const char *rel)
 	return skip_number(&p) && strcmp(p, ".map") == 0;
 }
 
-/* Sends a (with text bytes of buf, and fd when >= 0) on answer_fd. */
-static void answer(int answer_fd, const struct broker_answer *a,
-		   const char *buf, size_t text, int fd)
-{
-	char ctrl[CMSG_SPACE(sizeof(int))];
-	struct iovec io[2] = { { (void *)a, sizeof(*a) },
-			       { (void *)buf, text } };
-	struct msghdr mh = { .msg_iov = io, .msg_iovlen = text ? 2 : 1 };
-
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(ctrl, 0, sizeof(ctrl));
-		mh.msg_control = ctrl;
-		mh.msg_controllen = sizeof(ctrl);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	(void)!sendmsg(answer_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
 /* Opens path as op says (a checked path); the fd or -errno, *mode. */
 static int open_as(uint32_t op, const char *path, uint32_t *mode)
 {
@@ -377,7 +329,8 @@ void broker_serve(const struct request *rq, const uint8_t *body, size_t len,
 	}
 	if (fd >= 0)
 		a.rc = 0;
-	answer(answer_fd, &a, text, text && a.rc > 0 ? (size_t)a.rc : 0, fd);
+	(void)fdmsg_send(answer_fd, &a, sizeof(a), text,
+			 text && a.rc > 0 ? (size_t)a.rc : 0, fd);
 	if (fd >= 0)
 		close(fd);
 	free(text);

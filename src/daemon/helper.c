@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "broker.h"
+#include "fdmsg.h"
 #include "kread/ksnap.h"
 #include "kread/perfsample.h"
 #include "model/procfs.h"
@@ -571,9 +572,6 @@ static void spawn_worker(const struct request *rq, int answer_fd, int sock)
 		    empty[] = "";
 	char *argv[] = { name, opt, NULL };
 	struct worker_started ws = { 0, 0 };
-	char ctrl[CMSG_SPACE(sizeof(int))];
-	struct iovec io = { &ws, sizeof(ws) };
-	struct msghdr mh = { .msg_iov = &io, .msg_iovlen = 1 };
 	int pidfd = -1;
 	pid_t pid;
 
@@ -598,19 +596,7 @@ static void spawn_worker(const struct request *rq, int answer_fd, int sock)
 		ws.pid = pid;
 	if (pid > 0)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd >= 0) {
-		struct cmsghdr *c;
-
-		memset(ctrl, 0, sizeof(ctrl));
-		mh.msg_control = ctrl;
-		mh.msg_controllen = sizeof(ctrl);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
-	}
-	(void)!sendmsg(answer_fd, &mh, MSG_NOSIGNAL);
+	(void)fdmsg_send(answer_fd, &ws, sizeof(ws), NULL, 0, pidfd);
 	if (pidfd >= 0)
 		close(pidfd);
 }

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "broker.h"
+#include "fdmsg.h"
 #include "peer.h"
 #include "ptracer.h"
 
@@ -577,13 +578,6 @@ int ptracer_spawn_worker(uid_t uid, gid_t gid, int sock, pid_t *pid, int *pidfd)
 			      .uid = uid,
 			      .gid = gid };
 	struct worker_started ws = { 0, 0 };
-	char ctrl[CMSG_SPACE(sizeof(int))];
-	struct iovec io = { &ws, sizeof(ws) };
-	struct msghdr mh = { .msg_iov = &io,
-			     .msg_iovlen = 1,
-			     .msg_control = ctrl,
-			     .msg_controllen = sizeof(ctrl) };
-	struct pollfd pf;
 	ssize_t n = -1;
 	int sv[2], rc;
 
@@ -593,30 +587,12 @@ int ptracer_spawn_worker(uid_t uid, gid_t gid, int sock, pid_t *pid, int *pidfd)
 		return -errno;
 	rc = send_request(&rq, NULL, 0, sv[1], sock);
 	close(sv[1]);
-	pf.fd = sv[0];
-	pf.events = POLLIN;
-	/* Our threads take dump signals too: a wait goes on after one. */
-	for (uint64_t until = clock_now_ns() + 5 * PTRACER_GRACE_NS; rc == 0;) {
-		uint64_t now = clock_now_ns();
-		int r = now < until ? poll(&pf, 1,
-					   (int)((until - now) / 1000000u) + 1)
-				    : 0;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r == 1)
-			n = recvmsg(sv[0], &mh,
-				    MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		break;
-	}
-	if (rc == 0 && n != (ssize_t)sizeof(ws))
-		rc = n < 0 ? -ETIMEDOUT : SW_EFORMAT;
-	for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c;
-	     c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(pidfd, CMSG_DATA(c), sizeof(int));
+	if (rc == 0)
+		n = fdmsg_recv(sv[0], &ws, sizeof(ws),
+			       clock_now_ns() + 5 * PTRACER_GRACE_NS, pidfd);
 	close(sv[0]);
+	if (rc == 0 && n != (ssize_t)sizeof(ws))
+		rc = n < 0 ? (int)n : SW_EFORMAT;
 	if (rc == 0 && (ws.pid <= 0 || *pidfd < 0))
 		rc = ws.err < 0 ? ws.err : SW_EFORMAT;
 	if (rc < 0 && *pidfd >= 0) {

@@ -969,6 +969,30 @@ static int add_refused(struct sw_dump *d, const struct req *r)
 	return 0;
 }
 
+/*
+ * Hands o (a request of type, with fd when not -1) to a worker r takes,
+ * by deadline_ns; one that died idle before it took it is replaced, up
+ * to three times. 0 or start()'s error with r->w; with none to take,
+ * r->w NULL and why (size bytes) says why.
+ */
+static int hand_over(struct req *r, uint32_t type, const struct wire_out *o,
+		     int fd, uint64_t deadline_ns, char *why, size_t size)
+{
+	int rc = -EPIPE;
+
+	for (int tries = 0; tries < 3 && rc == -EPIPE; tries++) {
+		r->w = acquire(deadline_ns, why, size);
+		if (!r->w)
+			return PARSERS_EBUSY;
+		rc = start(r, type, o, fd, deadline_ns);
+		if (rc == -EPIPE) {
+			release(r->w, true);
+			r->w = NULL;
+		}
+	}
+	return rc;
+}
+
 int parsers_unwind(int stream, pid_t pid, unsigned max_frames,
 		   uint64_t read_deadline_ns, const struct parse_files *f,
 		   struct sw_dump **out, pid_t *tracer)
@@ -988,16 +1012,8 @@ int parsers_unwind(int stream, pid_t pid, unsigned max_frames,
 	wire_put_u32(&o, max_frames);
 	wire_put_u32(&o, (uint32_t)pid);
 	/* A worker that died before it took the request: another. */
-	for (int tries = 0; tries < 3; tries++) {
-		r.w = acquire(read_deadline_ns, why, sizeof(why));
-		if (!r.w)
-			break;
-		rc = start(&r, W_UNWIND, &o, stream, read_deadline_ns);
-		if (rc != -EPIPE)
-			break;
-		release(r.w, true);
-		r.w = NULL;
-	}
+	rc = hand_over(&r, W_UNWIND, &o, stream, read_deadline_ns, why,
+		       sizeof(why));
 	wire_out_release(&o);
 	close(stream);
 	if (!r.w) {
@@ -1063,16 +1079,7 @@ int parsers_core(int fd, const char *name, const char *exe, unsigned max_frames,
 	wire_put_str(&o, name, 4096);
 	wire_put_u32(&o, exe != NULL);
 	wire_put_str(&o, exe ? exe : "", 4096);
-	for (int tries = 0; tries < 3; tries++) {
-		r.w = acquire(deadline_ns, why, size);
-		if (!r.w)
-			break;
-		rc = start(&r, W_CORE, &o, fd, deadline_ns);
-		if (rc != -EPIPE)
-			break;
-		release(r.w, true);
-		r.w = NULL;
-	}
+	rc = hand_over(&r, W_CORE, &o, fd, deadline_ns, why, size);
 	wire_out_release(&o);
 	if (!r.w)
 		return PARSERS_EBUSY;
@@ -1155,16 +1162,7 @@ int parsers_perfmap(int fd, off_t size, const struct perfmap_budget *budget,
 	r.pm = pm;
 	wire_out_init(&o);
 	wire_put_u64(&o, (uint64_t)size);
-	for (int tries = 0; tries < 3; tries++) {
-		r.w = acquire(deadline, why, sizeof(why));
-		if (!r.w)
-			break;
-		rc = start(&r, W_PERFMAP, &o, fd, deadline);
-		if (rc != -EPIPE)
-			break;
-		release(r.w, true);
-		r.w = NULL;
-	}
+	rc = hand_over(&r, W_PERFMAP, &o, fd, deadline, why, sizeof(why));
 	wire_out_release(&o);
 	if (!r.w) {
 		perfmap_build_end(pm, -EAGAIN, out);

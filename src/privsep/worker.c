@@ -324,25 +324,10 @@ static int core_module(void *arg, const struct sw_module *m)
 	return ask_path(m->path, NULL);
 }
 
-/* The core, for the images of its modules without a file (the vDSO). */
-struct core_in {
-	int fd;
-	Elf *elf;
-};
-
-static int core_image(void *arg, const struct sw_module *m, void **image,
-		      size_t *size)
-{
-	const struct core_in *c = arg;
-
-	return c->elf ? corefile_image(c->elf, c->fd, m->start, image, size)
-		      : -ENOENT;
-}
-
 /* W_CORE: a core file unwound and symbolized. */
 static void core_read(struct msg *m)
 {
-	struct core_in c = { .fd = -1 };
+	struct corefile_in c = { .fd = -1 };
 	char why[512] = "", *name, *exe;
 	struct sw_dump *d = NULL;
 	struct sym *s = NULL;
@@ -376,7 +361,7 @@ static void core_read(struct msg *m)
 		rc = sym_new(core_module, NULL, &s);
 	}
 	if (rc == 0) {
-		sym_set_image_fn(s, core_image, &c);
+		sym_set_image_fn(s, corefile_module_image, &c);
 		rc = sym_dump(s, d, true);
 		if (rc)
 			snprintf(why, sizeof(why), "%s", sw_strerror(rc));

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/dump.h"
 #include "model/limits.h"
 #include "modopen.h"
 
@@ -755,4 +756,13 @@ bool corefile_module_bias(void *userdata, uint64_t *bias)
 		return false;
 	*bias = cm->bias;
 	return true;
+}
+
+int corefile_module_image(void *arg, const struct sw_module *m, void **image,
+			  size_t *size)
+{
+	const struct corefile_in *c = arg;
+
+	return c->elf ? corefile_image(c->elf, c->fd, m->start, image, size)
+		      : -ENOENT;
 }

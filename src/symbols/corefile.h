@@ -37,6 +37,19 @@ int corefile_read(Elf *core, int fd, uint64_t addr, void *buf, size_t len);
 int corefile_image(Elf *core, int fd, uint64_t addr, void **image,
 		   size_t *size);
 
+/*
+ * A core open for a symbolizer's images (symbolize.h's sym_image_fn,
+ * given a struct corefile_in): the image of a module without a file
+ * (the vDSO), from the core's copy of it.
+ */
+struct corefile_in {
+	int fd;
+	Elf *elf; /* NULL: no image */
+};
+struct sw_module;
+int corefile_module_image(void *arg, const struct sw_module *m, void **image,
+			  size_t *size);
+
 struct corefile;
 
 /*
