@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 
 #include "model/procfs.h"
 #include "modfile.h"
+#include "model/clock.h"
 #include "stackwatch.h"
 #include "symbols/modopen.h"
 
@@ -62,7 +64,6 @@ int modfile_maps_read(pid_t pid, int pidfd, struct modfile_maps *out)
 	memset(out, 0, sizeof(*out));
 	out->pid = pid;
 	out->pidfd = pidfd;
-	out->same_ns = same_mount_ns(pid);
 	rc = procmaps_read(pid, &out->pm);
 	/*
 	 * What was read is the pinned process's only if it is still there:
@@ -123,6 +124,83 @@ static const struct procmap *mapping_of(const struct modfile_maps *mm,
 }
 
 /*
+ * The files opened lately, by device and inode: the next dump of the same
+ * process (or of another mapping that file) takes a copy of the
+ * descriptor instead of opening it again through a core (broker.h). Any
+ * descriptor of that inode reads the same bytes; a file replaced by an
+ * upgrade is another inode. Unused for FILES_IDLE_NS, one goes.
+ */
+#define FILES_KEPT 128
+#define FILES_IDLE_NS (60ull * 1000000000ull)
+static struct kept_file {
+	dev_t dev;
+	ino_t ino;
+	int fd; /* -1: a free slot */
+	uint64_t used_ns;
+} files[FILES_KEPT];
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t files_once = PTHREAD_ONCE_INIT;
+
+static void files_init(void)
+{
+	for (size_t i = 0; i < FILES_KEPT; i++)
+		files[i].fd = -1;
+}
+
+/* A copy of the descriptor kept for mp's file, or -1. */
+static int cached(const struct procmap *mp)
+{
+	uint64_t now = clock_now_ns();
+	int fd = -1;
+
+	pthread_once(&files_once, files_init);
+	pthread_mutex_lock(&files_lock);
+	for (size_t i = 0; i < FILES_KEPT; i++) {
+		struct kept_file *k = &files[i];
+
+		if (k->fd >= 0 && now - k->used_ns > FILES_IDLE_NS) {
+			close(k->fd);
+			k->fd = -1;
+		}
+		if (fd < 0 && k->fd >= 0 && k->dev == mp->dev &&
+		    k->ino == mp->ino) {
+			fd = fcntl(k->fd, F_DUPFD_CLOEXEC, 0);
+			k->used_ns = now;
+		}
+	}
+	pthread_mutex_unlock(&files_lock);
+	return fd;
+}
+
+/* Keeps a copy of fd, mp's file, in place of the one least used. */
+static void keep(const struct procmap *mp, int fd)
+{
+	struct kept_file *oldest = &files[0];
+
+	pthread_mutex_lock(&files_lock);
+	for (size_t i = 0; i < FILES_KEPT; i++) {
+		struct kept_file *k = &files[i];
+
+		if (k->fd >= 0 && k->dev == mp->dev && k->ino == mp->ino) {
+			oldest = NULL;
+			break;
+		}
+		if (k->fd < 0 ||
+		    (oldest->fd >= 0 && k->used_ns < oldest->used_ns))
+			oldest = k;
+	}
+	if (oldest) {
+		if (oldest->fd >= 0)
+			close(oldest->fd);
+		oldest->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		oldest->dev = mp->dev;
+		oldest->ino = mp->ino;
+		oldest->used_ns = clock_now_ns();
+	}
+	pthread_mutex_unlock(&files_lock);
+}
+
+/*
  * Opens mp's file: its map_files link (root; a link the kernel makes, so
  * followed), else its path, checked.
  */
@@ -135,9 +213,12 @@ static int open_mapping(const struct modfile_maps *mm, const struct procmap *mp)
 	snprintf(fname, sizeof(fname), "/proc/%d/map_files/%lx-%lx",
 		 (int)mm->pid, (unsigned long)mp->start,
 		 (unsigned long)mp->end);
-	fd = modopen_file(fname, MODOPEN_FOLLOW);
+	fd = cached(mp);
+	if (fd < 0)
+		fd = modopen_file(fname, MODOPEN_FOLLOW);
 	if (fd < 0) {
-		if (mm->same_ns)
+		/* Asked here only: map_files serves nearly every open. */
+		if (same_mount_ns(mm->pid))
 			snprintf(fname, sizeof(fname), "%s", mp->path);
 		else
 			snprintf(fname, sizeof(fname), "/proc/%d/root%s",
@@ -155,6 +236,7 @@ static int open_mapping(const struct modfile_maps *mm, const struct procmap *mp)
 		close(fd);
 		return -ESRCH;
 	}
+	keep(mp, fd);
 	return fd;
 }
 

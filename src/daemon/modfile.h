@@ -16,7 +16,6 @@
 struct modfile_maps {
 	pid_t pid;
 	int pidfd; /* -1: not pinned (the daemon itself) */
-	bool same_ns;
 	struct procmaps pm;
 };
 

@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,8 +177,64 @@ static int push(struct procmaps *pm, const struct procmaps_line *l)
 	return 0;
 }
 
+/*
+ * The vDSO's address of the processes read lately, by pid and start
+ * time: it is set at exec, and auxv may be a privileged reader's to open
+ * (procfs.h's broker), so it is read once per process, not per dump.
+ */
+#define EHDR_KEPT 64
+static struct {
+	pid_t pid;
+	uint64_t start; /* procfs_start_time() */
+	uint64_t at;
+} ehdr_kept[EHDR_KEPT];
+static unsigned ehdr_next;
+static pthread_mutex_t ehdr_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t read_sysinfo_ehdr(pid_t pid);
+static uint64_t sysinfo_ehdr(pid_t pid);
+
+/* Forgets what was kept of pid (it ran exec) and reads it again. */
+static uint64_t sysinfo_ehdr_again(pid_t pid)
+{
+	pthread_mutex_lock(&ehdr_lock);
+	for (unsigned i = 0; i < EHDR_KEPT; i++)
+		if (ehdr_kept[i].pid == pid)
+			ehdr_kept[i].pid = 0;
+	pthread_mutex_unlock(&ehdr_lock);
+	return sysinfo_ehdr(pid);
+}
+
 /* The process's AT_SYSINFO_EHDR (its vDSO's address), or 0. */
 static uint64_t sysinfo_ehdr(pid_t pid)
+{
+	uint64_t start = 0, at = 0;
+	bool found = false;
+
+	if (procfs_start_time(pid, &start) != 0)
+		return read_sysinfo_ehdr(pid);
+	pthread_mutex_lock(&ehdr_lock);
+	for (unsigned i = 0; i < EHDR_KEPT && !found; i++)
+		if (ehdr_kept[i].pid == pid && ehdr_kept[i].start == start) {
+			at = ehdr_kept[i].at;
+			found = true;
+		}
+	pthread_mutex_unlock(&ehdr_lock);
+	if (found)
+		return at;
+	at = read_sysinfo_ehdr(pid);
+	if (!at)
+		return 0;
+	pthread_mutex_lock(&ehdr_lock);
+	ehdr_kept[ehdr_next % EHDR_KEPT].pid = pid;
+	ehdr_kept[ehdr_next % EHDR_KEPT].start = start;
+	ehdr_kept[ehdr_next % EHDR_KEPT].at = at;
+	ehdr_next++;
+	pthread_mutex_unlock(&ehdr_lock);
+	return at;
+}
+
+static uint64_t read_sysinfo_ehdr(pid_t pid)
 {
 	char fname[64];
 	Elf64_auxv_t *a;
@@ -261,7 +319,8 @@ static int read_query(int fd, pid_t pid, struct procmaps *pm)
 		return -ENOMEM;
 	r = query_files(fd, name, pm);
 	vdso = r == 0 ? sysinfo_ehdr(pid) : 0;
-	if (vdso) {
+	/* Kept from before an exec (same pid, same start): read again. */
+	for (int fresh = 0; vdso && fresh < 2; fresh++) {
 		memset(&q, 0, sizeof(q));
 		q.size = sizeof(q);
 		q.query_addr = vdso;
@@ -272,7 +331,9 @@ static int read_query(int fd, pid_t pid, struct procmaps *pm)
 		    strcmp(name, "[vdso]") == 0) {
 			pm->vdso_start = q.vma_start;
 			pm->vdso_end = q.vma_end;
+			break;
 		}
+		vdso = fresh ? 0 : sysinfo_ehdr_again(pid);
 	}
 	free(name);
 	return r;
