@@ -142,7 +142,8 @@ static int get_thread(struct wire_in *in, struct sw_thread *t)
 	nips = wire_get_u32(in);
 	if (in->err)
 		return in->err;
-	if (t->tid <= 0 || state < 0x20 || state > 0x7e ||
+	/* 0: not known (a thread skipped before it was read). */
+	if (t->tid <= 0 || (state != 0 && (state < 0x20 || state > 0x7e)) ||
 	    status >= SW_ST_COUNT || read >= SW_READ_COUNT ||
 	    nips > SW_MAX_FRAMES_HARD || nips > in->left / 8)
 		return SW_EFORMAT;
