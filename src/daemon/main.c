@@ -244,6 +244,9 @@ int main(int argc, char **argv)
 		log_info("ptrace snapshots by helper pid %d; ptrace is denied "
 			 "to this process",
 			 (int)ptracer_pid());
+	else if (lrc == -ENOSYS) /* a sanitizer build, by design */
+		log_info("this process's seccomp filter is not in force (%s)",
+			 lwhy);
 	else
 		log_warn("this process's seccomp filter is not in force (%s): "
 			 "ptrace and the rest are not locked out of it",
