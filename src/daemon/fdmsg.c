@@ -66,8 +66,17 @@ ssize_t fdmsg_recv(int sock, void *buf, size_t size, uint64_t until_ns, int *fd)
 	}
 	if (n < 0)
 		return -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
-	     c = CMSG_NXTHDR(&mh, c)) {
+	fdmsg_take_fds(&mh, fd, 1);
+	return n;
+}
+
+void fdmsg_take_fds(struct msghdr *mh, int *fds, size_t nfds)
+{
+	size_t have = 0;
+
+	for (size_t i = 0; i < nfds; i++)
+		fds[i] = -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
 			continue;
 		for (size_t k = 0;
@@ -76,11 +85,10 @@ ssize_t fdmsg_recv(int sock, void *buf, size_t size, uint64_t until_ns, int *fd)
 
 			memcpy(&got, CMSG_DATA(c) + k * sizeof(int),
 			       sizeof(int));
-			if (*fd < 0)
-				*fd = got;
+			if (have < nfds)
+				fds[have++] = got;
 			else
 				close(got);
 		}
 	}
-	return n;
 }

@@ -26,4 +26,11 @@ int fdmsg_send(int sock, const void *head, size_t hlen, const void *body,
 ssize_t fdmsg_recv(int sock, void *buf, size_t size, uint64_t until_ns,
 		   int *fd);
 
+/*
+ * The descriptors a received message carries (SCM_RIGHTS), in order:
+ * the first nfds into fds (-1 where fewer came), any more closed.
+ */
+struct msghdr;
+void fdmsg_take_fds(struct msghdr *mh, int *fds, size_t nfds);
+
 #endif /* SWD_FDMSG_H */

@@ -98,6 +98,7 @@ static int recv_request(int fd, uint8_t *buf, size_t *len, int *answer_fd,
 			     .msg_control = ctrl,
 			     .msg_controllen = sizeof(ctrl) };
 	struct request rq;
+	int fds[2];
 	ssize_t n;
 
 	*answer_fd = -1;
@@ -109,24 +110,9 @@ static int recv_request(int fd, uint8_t *buf, size_t *len, int *answer_fd,
 		return 0;
 	if (n <= 0)
 		return -1; /* the daemon is gone */
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
-	     c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t k = 0;
-		     k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++) {
-			int got;
-
-			memcpy(&got, CMSG_DATA(c) + k * sizeof(int),
-			       sizeof(int));
-			if (*answer_fd < 0)
-				*answer_fd = got;
-			else if (*pinned < 0)
-				*pinned = got;
-			else
-				close(got);
-		}
-	}
+	fdmsg_take_fds(&mh, fds, 2);
+	*answer_fd = fds[0];
+	*pinned = fds[1];
 	memset(&rq, 0, sizeof(rq));
 	if (n >= (ssize_t)sizeof(rq))
 		memcpy(&rq, buf, sizeof(rq));

@@ -32,6 +32,45 @@
 #define SEC_SANITIZED 0
 #endif
 
+/*
+ * The folder of a copy of the CLI that any user may run: the build may
+ * sit below a folder only its owner may enter (a clone in mktemp -d's
+ * 0700 folder), where nobody could not run it. Made once, removed at
+ * exit.
+ */
+static char sec_cli_folder[64];
+
+static inline void sec_cli_remove(void)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/stackwatch", sec_cli_folder);
+	unlink(path);
+	rmdir(sec_cli_folder);
+}
+
+static inline const char *sec_cli_dir(void)
+{
+	char cmd[512];
+
+	if (sec_cli_folder[0])
+		return sec_cli_folder;
+	snprintf(sec_cli_folder, sizeof(sec_cli_folder), "/tmp/sw-cli-XXXXXX");
+	if (!mkdtemp(sec_cli_folder) || chmod(sec_cli_folder, 0755) < 0) {
+		sec_cli_folder[0] = '\0';
+		return itest_build();
+	}
+	snprintf(cmd, sizeof(cmd), "cp %s/stackwatch %s/stackwatch",
+		 itest_build(), sec_cli_folder);
+	if (system(cmd) != 0) {
+		rmdir(sec_cli_folder);
+		sec_cli_folder[0] = '\0';
+		return itest_build();
+	}
+	atexit(sec_cli_remove);
+	return sec_cli_folder;
+}
+
 /* Drops to uid and gid, with groups (n of them) as the only others. */
 static inline int sec_become(uid_t uid, gid_t gid, const gid_t *groups,
 			     size_t n)

@@ -193,7 +193,7 @@ static void run_cli(uid_t uid, const char *token, const char *url,
 		 "STACKWATCH_URL -u STACKWATCH_HTTP_SOCKET -u XDG_RUNTIME_DIR "
 		 "%s%s %s/stackwatch %s%s targets 2>%s",
 		 (unsigned)uid, (unsigned)uid, token ? "STACKWATCH_TOKEN=" : "",
-		 token ? token : "", itest_build(), url ? "--url " : "",
+		 token ? token : "", sec_cli_dir(), url ? "--url " : "",
 		 url ? url : "", errpath);
 	memset(r, 0, sizeof(*r));
 	f = popen(cmd, "r");

@@ -134,7 +134,7 @@ int main(void)
 	snprintf(cmd, sizeof(cmd),
 		 "setpriv --reuid=%d --regid=%d --clear-groups env "
 		 "STACKWATCH_HTTP_SOCKET=%s %s/stackwatch stuck 2>&1",
-		 SEC_NOBODY, SEC_NOBODY, d.http_sock, itest_build());
+		 SEC_NOBODY, SEC_NOBODY, d.http_sock, sec_cli_dir());
 	f = popen(cmd, "r");
 	if (f) {
 		size_t n = fread(out, 1, sizeof(out) - 1, f);
