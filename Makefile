@@ -209,7 +209,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libstackwatch.a \
 # Unit tests of the daemon's parts link its objects (all but main).
 DAEMON_TEST_OBJS = $(filter-out $(BUILD)/obj/daemon/main.o,$(DAEMON_OBJS)) $(WEB_OBJ)
 $(BUILD)/tests/test_notify $(BUILD)/tests/test_peer $(BUILD)/tests/test_broker \
-		$(BUILD)/tests/test_dumpwire \
+		$(BUILD)/tests/test_dumpwire $(BUILD)/tests/test_symmemo \
 		$(BUILD)/tests/test_registry_skip $(BUILD)/tests/test_history: \
 		$(BUILD)/tests/%: \
 		tests/unit/%.c $(DAEMON_TEST_OBJS) \

@@ -173,6 +173,10 @@ int metrics_render(struct stacks *st, struct registry *reg,
 		"Threads still blocked since the previous sample, whose "
 		"previous unwind was kept (nothing copied).",
 		atomic_load(&m->reused));
+	counter(&b, "stackwatch_dumps_symbolized_from_memory_total",
+		"Dumps whose every stack was named before, against the same "
+		"modules: named again without a parser.",
+		atomic_load(&m->memo_dumps));
 	counter(&b, "stackwatch_kernel_reads_total",
 		"Processes read from the kernel (BPF task iterator runs).",
 		ptracer_kernel_reads());

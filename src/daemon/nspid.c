@@ -24,7 +24,8 @@ bool nspid_foreign(pid_t pid)
 	struct stat self, other;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
-	if (stat("/proc/self/ns/pid", &self) < 0 || procfs_stat(path, &other) < 0)
+	if (stat("/proc/self/ns/pid", &self) < 0 ||
+	    procfs_stat(path, &other) < 0)
 		return false;
 	return self.st_dev != other.st_dev || self.st_ino != other.st_ino;
 }

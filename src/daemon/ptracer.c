@@ -299,19 +299,40 @@ struct unwinding {
 	int pidfd;
 	const struct asker *who;
 	bool turn;   /* who's turn still held */
+	bool early;  /* read the mappings while the snapshot is taken */
+	bool wanted; /* the worker asked for them */
 	int maps_rc; /* 1: not read yet */
 	struct modfile_maps mm;
 };
+
+/*
+ * The processes whose last snapshot had something to unwind, by pid
+ * (a slot each, the last to claim it): their next one likely has too, so
+ * their mappings are read while the helper takes it, not after. A wrong
+ * guess costs a read of the mappings, or the wait for one.
+ */
+#define WANTED_SLOTS 256
+static _Atomic pid_t wanted_maps[WANTED_SLOTS];
 
 /* The process's mappings, read once a worker wants them. */
 static int unwinding_maps(void *arg, const struct procmaps **pm)
 {
 	struct unwinding *u = arg;
 
+	u->wanted = true;
 	if (u->maps_rc == 1)
 		u->maps_rc = modfile_maps_read(u->pid, u->pidfd, &u->mm);
 	*pm = &u->mm.pm;
 	return u->maps_rc;
+}
+
+/* The helper is taking the snapshot: the mappings meanwhile. */
+static void unwinding_early(void *arg)
+{
+	struct unwinding *u = arg;
+
+	if (u->early && u->maps_rc == 1)
+		u->maps_rc = modfile_maps_read(u->pid, u->pidfd, &u->mm);
 }
 
 /* Opens a module of the snapshotted process from its own mappings. */
@@ -363,7 +384,8 @@ static int snapshot_unwound(pid_t pid, int pidfd, const struct asker *who,
 	struct parse_files files = { .arg = &u,
 				     .maps = unwinding_maps,
 				     .open_mapped = open_mapped,
-				     .snapped = snapped };
+				     .snapped = snapped,
+				     .early = unwinding_early };
 	uint64_t now;
 	int sv[2], rc;
 	/* Asked under its lock (once; main() may not have yet): whether
@@ -399,12 +421,24 @@ static int snapshot_unwound(pid_t pid, int pidfd, const struct asker *who,
 	close(sv[1]);
 	if (rc == 0 && kernel)
 		atomic_fetch_add(&nkreads, 1);
-	if (rc == 0)
+	/* Nothing kept from before: everything is to be unwound. */
+	u.early =
+		nsame == 0 ||
+		atomic_load(&wanted_maps[(unsigned)pid % WANTED_SLOTS]) == pid;
+	if (rc == 0) {
 		rc = parsers_unwind(sv[0], pid, max_frames,
 				    deadline_ns + PTRACER_GRACE_NS, &files, out,
 				    tracer);
-	else
+		if (u.wanted)
+			atomic_store(&wanted_maps[(unsigned)pid % WANTED_SLOTS],
+				     pid);
+		else if (rc == 0)
+			atomic_compare_exchange_strong(
+				&wanted_maps[(unsigned)pid % WANTED_SLOTS],
+				&(pid_t){ pid }, 0);
+	} else {
 		close(sv[0]);
+	}
 	if (rc == -EPIPE) /* the helper gave up on it: past the deadline */
 		rc = -ETIMEDOUT;
 	/* The symbolizer of this dump takes the mappings over. */

@@ -24,6 +24,7 @@
 #include "collector/signal/handler.h"
 #include "gate.h"
 #include "kept.h"
+#include "symmemo.h"
 #include "log.h"
 #include "nspid.h"
 #include "ptracer.h"
@@ -119,6 +120,8 @@ void target_put(struct target *t)
 	if (t->svc)
 		t->hooks->svc_free(t->svc);
 	pthread_mutex_destroy(&t->io_lock);
+	pthread_mutex_destroy(&t->memo_lock);
+	symmemo_free(t->memo);
 	kept_free(t->kept);
 	ran_free(t->ran);
 	tcred_free(t->tcred);
@@ -170,6 +173,7 @@ static struct target *target_new(const struct registry *r, pid_t pid, uid_t uid,
 	t->fd = fd;
 	t->pidfd = -1;
 	pthread_mutex_init(&t->io_lock, NULL);
+	pthread_mutex_init(&t->memo_lock, NULL);
 	clock_gettime(CLOCK_REALTIME, &t->registered_at);
 	return t;
 }

@@ -66,8 +66,12 @@ struct target {
 	uint8_t *rx; /* bytes received, not yet consumed; under io_lock */
 	size_t rx_len;
 	size_t rx_cap;
-	size_t rx_skip;	     /* bytes of a message given up on, still to come */
-	struct kept *kept;   /* the last kernel read's threads; under io_lock */
+	size_t rx_skip;	   /* bytes of a message given up on, still to come */
+	struct kept *kept; /* the last kernel read's threads; under io_lock */
+	/* The symbols of its last dumps' stacks (symmemo.h); under
+	 * memo_lock, which is taken for no longer than a copy of them. */
+	pthread_mutex_t memo_lock;
+	struct symmemo *memo;
 	struct ran *ran;     /* the last sample's signal reads; under io_lock */
 	struct tcred *tcred; /* threads of other credentials; under io_lock */
 	struct target *next; /* registry list */

@@ -21,6 +21,7 @@
 #include "symbols/vdso.h"
 #include "spin.h"
 #include "stacks.h"
+#include "symmemo.h"
 
 const double stacks_buckets[STACKS_NBUCKETS] = {
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
@@ -241,6 +242,48 @@ static void cut_frames(struct sw_dump *d, unsigned max)
 }
 
 /*
+ * Names the frames of d, a raw dump of t: from the symbols of t's last
+ * dumps when they know every stack of it, else by a parser worker, with
+ * the files of the process's own mappings, read now and kept only if the
+ * process pinned at registration is still there. No lock is held while
+ * the worker works.
+ */
+static int symbolized(struct stacks *s, struct target *t, struct sw_dump *d,
+		      uint64_t deadline_ns)
+{
+	struct symreq q = { .pid = t->pid,
+			    .pidfd = t->self ? -1 : t->pidfd,
+			    .mm_rc = 1 };
+	struct parse_files files = { .arg = &q,
+				     .open_module = open_module,
+				     .image = image_module };
+	uint64_t hits = 0;
+	int rc;
+
+	pthread_mutex_lock(&t->memo_lock);
+	rc = symmemo_fill(t->memo, d, &hits);
+	pthread_mutex_unlock(&t->memo_lock);
+	if (rc != 0) {
+		if (rc > 0) {
+			atomic_fetch_add(&s->m.memo_dumps, 1);
+			atomic_fetch_add(&s->m.memo_hits, hits);
+		}
+		return rc < 0 ? rc : 0;
+	}
+	atomic_store(&s->sym_busy_since_ns, clock_now_ns());
+	rc = parsers_symbolize(d, deadline_ns, &files);
+	atomic_store(&s->sym_busy_since_ns, 0);
+	if (q.mm_rc == 0)
+		modfile_maps_release(&q.mm);
+	if (rc == 0) {
+		pthread_mutex_lock(&t->memo_lock);
+		symmemo_update(&t->memo, d);
+		pthread_mutex_unlock(&t->memo_lock);
+	}
+	return rc;
+}
+
+/*
  * stacks_dump(); sample: a periodic sample's (target_dump_raw_sample());
  * max_frames: as stacks_dump_frames(), 0 the usual.
  */
@@ -278,25 +321,9 @@ static int dump_symbolized(struct stacks *s, struct target *t,
 	atomic_store(&t->last_sample_ms,
 		     (uint64_t)d->collected_at.tv_sec * 1000 +
 			     (uint64_t)d->collected_at.tv_nsec / 1000000);
-	/*
-	 * A parser worker symbolizes it, with the files of the process's
-	 * own mappings, read now and kept only if the process pinned at
-	 * registration is still there. No lock is held meanwhile.
-	 */
 	sym_start = clock_now_ns();
 	if (symbols) {
-		struct symreq q = { .pid = t->pid,
-				    .pidfd = t->self ? -1 : t->pidfd,
-				    .mm_rc = 1 };
-		struct parse_files files = { .arg = &q,
-					     .open_module = open_module,
-					     .image = image_module };
-
-		atomic_store(&s->sym_busy_since_ns, sym_start);
-		rc = parsers_symbolize(d, sym_start + s->sym_budget_ns, &files);
-		atomic_store(&s->sym_busy_since_ns, 0);
-		if (q.mm_rc == 0)
-			modfile_maps_release(&q.mm);
+		rc = symbolized(s, t, d, sym_start + s->sym_budget_ns);
 	} else {
 		pthread_mutex_lock(&s->sym_lock);
 		rc = sym_dump(s->sym, d, false);
@@ -353,9 +380,8 @@ void stacks_sym_stats(struct stacks *s, uint64_t *hits, uint64_t *misses)
 {
 	struct parsers_stats ps;
 
-	(void)s;
 	parsers_stats(&ps);
-	*hits = ps.cache_hits;
+	*hits = ps.cache_hits + atomic_load(&s->m.memo_hits);
 	*misses = ps.cache_misses;
 }
 

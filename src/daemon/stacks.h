@@ -56,6 +56,9 @@ struct stacks_metrics {
 	_Atomic uint64_t reads[SW_READ_COUNT]; /* threads, by how read */
 	_Atomic uint64_t reused; /* threads whose last unwind was kept */
 	_Atomic uint64_t coalesced;
+	/* Dumps named from their target's last stacks (symmemo.h), and
+	 * the addresses they named so. */
+	_Atomic uint64_t memo_dumps, memo_hits;
 	_Atomic uint64_t duration_buckets[STACKS_NBUCKETS]; /* cumulative */
 	_Atomic uint64_t duration_count;
 	_Atomic uint64_t duration_sum_us;

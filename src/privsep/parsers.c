@@ -1020,6 +1020,8 @@ int parsers_unwind(int stream, pid_t pid, unsigned max_frames,
 		say(false, "no parser to unwind pid %d: %s", (int)pid, why);
 		return PARSERS_EBUSY;
 	}
+	if (rc == 0 && f->early)
+		f->early(f->arg);
 	if (rc == 0)
 		rc = serve(&r, &done);
 	if (rc == -ENOMEM) {

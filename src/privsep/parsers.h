@@ -44,6 +44,9 @@ struct parse_files {
 	int (*open_mapped)(void *arg, uint64_t start, const char *path);
 	/* Unwinding: the snapshot was read (rc: snap_read()'s). */
 	void (*snapped)(void *arg, int rc);
+	/* Unwinding: the worker has the request and the snapshot is being
+	 * taken; a time to read what the worker will ask for. */
+	void (*early)(void *arg);
 	/* A core's module by the path it names (modopen_resolved()). */
 	int (*open_path)(void *arg, const char *path, char **real);
 };

@@ -169,17 +169,95 @@ static int image_module(void *arg, const struct sw_module *m, void **image,
 	return err < 0 ? err : 0;
 }
 
+/*
+ * The files of mappings asked for before, by device and inode, kept
+ * open for a while: the next snapshot of the process (or of another that
+ * maps the same file) is unwound without asking for them again. Which
+ * file a mapping is comes from the mappings the daemon read for this
+ * request; a file is kept only if its descriptor is that file.
+ */
+#define KEEP_FILES 32
+#define KEEP_NS (60 * 1000000000ull)
+
+static struct kept_file {
+	dev_t dev;
+	uint64_t ino;
+	int fd; /* -1: none */
+	uint64_t used_ns;
+} kept_files[KEEP_FILES];
+
+static const struct procmaps *cur_maps; /* of the snapshot being unwound */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Closes the files not used for KEEP_NS (all of them: every one). */
+static void drop_kept_files(bool every)
+{
+	uint64_t now = now_ns();
+
+	for (size_t i = 0; i < KEEP_FILES; i++)
+		if (kept_files[i].fd >= 0 &&
+		    (every || now - kept_files[i].used_ns > KEEP_NS)) {
+			close(kept_files[i].fd);
+			kept_files[i].fd = -1;
+		}
+}
+
+/* Keeps a copy of fd as the file dev/ino, in place of the oldest. */
+static void keep_file(dev_t dev, uint64_t ino, int fd)
+{
+	struct stat st;
+	size_t k = 0;
+
+	if (fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino)
+		return;
+	for (size_t i = 0; i < KEEP_FILES; i++) {
+		if (kept_files[i].fd < 0) {
+			k = i;
+			break;
+		}
+		if (kept_files[i].used_ns < kept_files[k].used_ns)
+			k = i;
+	}
+	if (kept_files[k].fd >= 0)
+		close(kept_files[k].fd);
+	kept_files[k].fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	kept_files[k].dev = dev;
+	kept_files[k].ino = ino;
+	kept_files[k].used_ns = now_ns();
+}
+
 static int open_mapped(void *arg, uint64_t start, const char *path)
 {
+	const struct procmap *p =
+		cur_maps ? procmaps_find(cur_maps, start) : NULL;
 	struct wire_out o;
 	int fd;
 
 	(void)arg;
+	for (size_t i = 0; p && i < KEEP_FILES; i++)
+		if (kept_files[i].fd >= 0 && kept_files[i].dev == p->dev &&
+		    kept_files[i].ino == p->ino) {
+			fd = fcntl(kept_files[i].fd, F_DUPFD_CLOEXEC, 0);
+			if (fd < 0)
+				break;
+			kept_files[i].used_ns = now_ns();
+			maybe_fault(path);
+			return fd;
+		}
 	wire_out_init(&o);
 	wire_put_u64(&o, start);
 	wire_put_str(&o, path, 4096);
 	fd = o.err ? -ENOMEM : ask_fd(W_NEED_MAPPED, o.data, o.len);
 	wire_out_release(&o);
+	if (fd >= 0 && p)
+		keep_file(p->dev, p->ino, fd);
 	if (fd >= 0)
 		maybe_fault(path);
 	return fd;
@@ -453,6 +531,7 @@ static void unwind(struct msg *m)
 	bool need = false;
 	int rc;
 
+	drop_kept_files(false);
 	wire_in_init(&in, m->body, m->len);
 	deadline = wire_get_u64(&in);
 	max_frames = wire_get_u32(&in);
@@ -476,8 +555,10 @@ static void unwind(struct msg *m)
 	}
 	if (rc == 0) {
 		s->max_frames = max_frames;
+		cur_maps = need ? &pm : NULL;
 		rc = unwind_snapshot(s, need ? &pm : NULL, open_mapped, NULL,
 				     &d);
+		cur_maps = NULL;
 	}
 	note_start(0);
 	wire_out_init(&o);
@@ -631,6 +712,8 @@ int worker_main(int argc, char **argv)
 		return 0;
 	wire_out_release(&hello);
 	close(note_fd);
+	for (size_t i = 0; i < KEEP_FILES; i++)
+		kept_files[i].fd = -1;
 	for (;;) {
 		struct msg m;
 

@@ -251,7 +251,7 @@ static void test_blocked(const struct itest_daemon *d)
 	long sw0[BLOCKED_THREADS], moved_at = -1, moved_from = 0, moved_to = 0;
 	char bad[256] = "", moved[64] = "", line[128], path[96],
 	     wrong_at[64] = "";
-	double dumps0, kreads0, kthreads0, kreads, kthreads;
+	double dumps0, kreads0, kthreads0, kreads, kthreads, memo0, memo;
 	int n, answered = 0, not_kernel = 0, fresh = 0, wrong = 0;
 	bool partial;
 	struct itest_fix f;
@@ -270,6 +270,8 @@ static void test_blocked(const struct itest_daemon *d)
 	kreads0 = itest_metric(d, "stackwatch_kernel_reads_total");
 	kthreads0 = itest_metric(
 		d, "stackwatch_threads_read_total{method=\"kernel\"}");
+	memo0 = itest_metric(d,
+			     "stackwatch_dumps_symbolized_from_memory_total");
 	for (int k = 0; fresh < BLOCKED_DUMPS && k < 5 * BLOCKED_DUMPS; k++) {
 		int status;
 		cJSON *doc = stacks_of(d, f.pid, &status), *t;
@@ -328,6 +330,15 @@ static void test_blocked(const struct itest_daemon *d)
 	       "blocked: no thread switched once over %d dumps (first: %s "
 	       "at dump %ld, %ld -> %ld switches)",
 	       BLOCKED_DUMPS, moved, moved_at, moved_from, moved_to);
+	/* Stacks that did not change were named as before, from memory
+	 * (and each held its function, above). */
+	memo = itest_metric(d,
+			    "stackwatch_dumps_symbolized_from_memory_total") -
+	       memo0;
+	TAP_OK(memo >= fresh / 2 && memo <= fresh,
+	       "blocked: the symbols of stacks that did not change were "
+	       "named from memory, not by a parser (%g of %d dumps)",
+	       memo, fresh);
 	kreads = itest_metric(d, "stackwatch_kernel_reads_total") - kreads0;
 	kthreads =
 		itest_metric(
