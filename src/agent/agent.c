@@ -679,6 +679,48 @@ SW_INTERPOSER void agent_resume(void)
 }
 
 /*
+ * The program's threads (agent.h), and the key whose destructor tells
+ * that one ends: glibc runs it in every thread made by pthread_create()
+ * and in a main thread that calls pthread_exit(), before it counts the
+ * thread out. 0 counted: the last one is ending, ours stops now.
+ */
+static pthread_key_t leave_key;
+static bool leave_key_ok;
+SW_FORK_STATE static _Atomic int program_threads = 1;
+SW_FORK_STATE static _Atomic int left_alone; /* ours stopped for that */
+
+static void thread_leaves(void *v)
+{
+	(void)v;
+	if (atomic_fetch_sub(&program_threads, 1) == 1 &&
+	    !atomic_exchange(&left_alone, 1))
+		agent_pause();
+}
+
+void agent_thread_made(void)
+{
+	if (atomic_fetch_add(&program_threads, 1) == 0 &&
+	    atomic_exchange(&left_alone, 0))
+		agent_resume();
+}
+
+void agent_thread_unmade(void)
+{
+	atomic_fetch_sub(&program_threads, 1);
+}
+
+void agent_thread_enters(void)
+{
+	if (leave_key_ok)
+		pthread_setspecific(leave_key, (void *)1);
+}
+
+int agent_own_start(void *(*fn)(void *))
+{
+	return fn == agent_main;
+}
+
+/*
  * The process settled (settle.c): its thread starts, unless one runs or
  * a pause is on (the thread starts when it ends; after a TSYNC filter,
  * never). Either way it is no longer waited for.
@@ -752,6 +794,10 @@ static void atfork_child(void)
 	 * once it settles (most children exec or exit at once).
 	 */
 	settle_disarm();
+	/* This thread is the child's only one, and the last to end. */
+	atomic_store(&program_threads, 1);
+	atomic_store(&left_alone, 0);
+	agent_thread_enters();
 	if (agent_signo)
 		start_or_arm();
 }
@@ -779,6 +825,9 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	agent_signo = rc;
 	agent_pid = getpid();
+	/* The main thread: it may end by pthread_exit(), the last. */
+	leave_key_ok = pthread_key_create(&leave_key, thread_leaves) == 0;
+	agent_thread_enters();
 	start_delay_ms = settle_init(start_settled);
 	pthread_atfork(NULL, NULL, atfork_child);
 	exec_quiesce_stop = agent_pause;

@@ -66,6 +66,7 @@
 #include "collector/signal/sys.h"
 #include "collector/waits.h"
 #include "model/clock.h"
+#include "agent.h"
 #include "settle.h"
 
 /* The most of a thread's stack searched for a signal frame. */
@@ -191,7 +192,8 @@ static long read_self(pid_t pid, uintptr_t at, int *mem)
 				(long)&remote, 1, 0);
 		if (got != -ENOSYS && got != -EPERM)
 			return got;
-		*mem = (int)sys_call4(SYS_openat, AT_FDCWD, "/proc/self/mem",
+		*mem = (int)sys_call4(SYS_openat, AT_FDCWD,
+				      "/proc/thread-self/mem",
 				      O_RDONLY | O_CLOEXEC, 0);
 		if (*mem < 0)
 			return *mem;
@@ -202,7 +204,9 @@ static long read_self(pid_t pid, uintptr_t at, int *mem)
 
 __attribute__((noinline)) static bool in_program_handler(void)
 {
-	pid_t pid = (pid_t)sys_call0(SYS_getpid);
+	/* This thread's: the first thread may have exited, its memory
+	 * gone with it as far as its pid is concerned. */
+	pid_t pid = (pid_t)sys_call0(SYS_gettid);
 	uintptr_t at = (uintptr_t)__builtin_frame_address(0) & ~(uintptr_t)7;
 	stack_t ss = { 0 };
 	bool found = false;
@@ -620,18 +624,24 @@ SW_INTERPOSER int sem_clockwait(sem_t *s, clockid_t id,
 	CALL_REAL(R_SEM_CLOCKWAIT, sem_clockwait, -1, s, id, abs);
 }
 
-/* A thread created by one under a seccomp mode: it is under it too. */
-struct filtered_start {
+/*
+ * A thread of the program's: counted in while it runs (agent.h); one
+ * created by a thread under a seccomp mode is under it too.
+ */
+struct program_start {
 	void *(*fn)(void *);
 	void *arg;
+	bool filtered;
 };
 
-static void *start_filtered(void *p)
+static void *start_program(void *p)
 {
-	struct filtered_start s = *(struct filtered_start *)p;
+	struct program_start s = *(struct program_start *)p;
 
 	free(p);
-	exec_seccomp_here = 1;
+	if (s.filtered)
+		exec_seccomp_here = 1;
+	agent_thread_enters();
 	return s.fn(s.arg);
 }
 
@@ -641,23 +651,29 @@ SW_INTERPOSER int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 {
 	int (*f)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
 		 void *);
-	struct filtered_start *s;
+	struct program_start *s;
 	int rc;
 
 	settle(0);
 	*(void **)&f = real(R_PTHREAD_CREATE);
 	if (!f)
 		return EAGAIN;
-	if (!exec_seccomp_here)
+	if (agent_own_start(fn))
 		return f(t, attr, fn, arg);
 	s = malloc(sizeof(*s));
+	/* Uncounted, it would only let ours stop early; filtered, it must
+	 * not start at all. */
 	if (!s)
-		return EAGAIN;
+		return exec_seccomp_here ? EAGAIN : f(t, attr, fn, arg);
 	s->fn = fn;
 	s->arg = arg;
-	rc = f(t, attr, start_filtered, s);
-	if (rc != 0)
+	s->filtered = exec_seccomp_here != 0;
+	agent_thread_made();
+	rc = f(t, attr, start_program, s);
+	if (rc != 0) {
+		agent_thread_unmade();
 		free(s);
+	}
 	return rc;
 }
 

@@ -549,6 +549,17 @@ static int start_thread(struct run *r, size_t i, bool recheck)
 	}
 	fill_task(r, t, &pt);
 	/*
+	 * Gone but not yet reaped: the first thread of a process whose main
+	 * called pthread_exit() stays a zombie while the others run on. A
+	 * signal to it is never taken.
+	 */
+	if (pt.state == 'Z' || pt.state == 'X') {
+		dump_thread_set_error(t, SW_ST_EXITED,
+				      "the thread has exited; the process "
+				      "lives on in its other threads");
+		return 1;
+	}
+	/*
 	 * Under seccomp our signal, or a call our handler makes, may be
 	 * what the filter kills for (strict mode allows four calls): never
 	 * signalled. Nor is a thread whose wait would take our signal.

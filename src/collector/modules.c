@@ -113,7 +113,8 @@ int modules_read_self(struct sw_dump *d)
 	if (!c)
 		return -ENOMEM;
 	c->d = d;
-	n = readlink("/proc/self/exe", c->exe, sizeof(c->exe) - 1);
+	/* Through our own thread: the first one may have exited. */
+	n = readlink("/proc/thread-self/exe", c->exe, sizeof(c->exe) - 1);
 	if (n < 0)
 		n = 0;
 	c->exe[n] = '\0';

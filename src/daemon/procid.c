@@ -90,6 +90,11 @@ static int read_layout(const char *dir, struct procid *out)
 	return 0;
 }
 
+/*
+ * The procid of one thread; *state 'Z' also for a thread that is leaving
+ * (its memory is let go before it is a zombie, and its stat then places
+ * no image: every field 0).
+ */
 static int read_thread(pid_t pid, pid_t tid, struct procid *out, char *state)
 {
 	char dir[64];
@@ -100,6 +105,8 @@ static int read_thread(pid_t pid, pid_t tid, struct procid *out, char *state)
 	rc = read_status(dir, out, state);
 	if (rc == 0 && *state != 'Z')
 		rc = read_layout(dir, out);
+	if (rc == 0 && !out->layout[0] && !out->layout[1] && !out->layout[2])
+		*state = 'Z';
 	return rc;
 }
 

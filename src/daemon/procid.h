@@ -34,7 +34,8 @@ struct procid {
 
 /*
  * Reads the procid of process pid from /proc. When its first thread has
- * exited (a zombie leader, the others running on), reads a live thread
+ * exited (a zombie leader, the others running on), or is leaving (its
+ * memory let go: its stat places no image), reads a live thread
  * instead: the process's credentials and image are theirs. Returns 0,
  * -ESRCH when it is gone or all of it is a zombie, or another negative
  * errno. Blocks for a few /proc reads.

@@ -467,7 +467,8 @@ int procfs_read_cmdline(pid_t pid, char **out)
 	if (pid)
 		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
 	else
-		snprintf(path, sizeof(path), "/proc/self/cmdline");
+		/* Our own thread: the first one may have exited. */
+		snprintf(path, sizeof(path), "/proc/thread-self/cmdline");
 	n = procfs_read_at(AT_FDCWD, path, buf, 4096);
 	if (n < 0) {
 		free(buf);

@@ -234,7 +234,8 @@ int stackmap_refresh(void)
 	struct blist l = { 0 };
 	int fd, rc;
 
-	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	/* Our own thread's: the first thread may have exited. */
+	fd = open("/proc/thread-self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
 		publish(NULL, 0);
