@@ -91,9 +91,9 @@ static int read_layout(const char *dir, struct procid *out)
 }
 
 /*
- * The procid of one thread; *state 'Z' also for a thread that is leaving
- * (its memory is let go before it is a zombie, and its stat then places
- * no image: every field 0).
+ * The procid of one thread; *state 'z' for a thread whose stat places no
+ * image (every field 0): one that is leaving, its memory let go before
+ * it is a zombie, or a kernel thread.
  */
 static int read_thread(pid_t pid, pid_t tid, struct procid *out, char *state)
 {
@@ -105,8 +105,9 @@ static int read_thread(pid_t pid, pid_t tid, struct procid *out, char *state)
 	rc = read_status(dir, out, state);
 	if (rc == 0 && *state != 'Z')
 		rc = read_layout(dir, out);
-	if (rc == 0 && !out->layout[0] && !out->layout[1] && !out->layout[2])
-		*state = 'Z';
+	if (rc == 0 && *state != 'Z' && !out->layout[0] && !out->layout[1] &&
+	    !out->layout[2])
+		*state = 'z';
 	return rc;
 }
 
@@ -133,7 +134,7 @@ static int read_live_thread(pid_t pid, struct procid *out)
 		if (tids[i] == pid)
 			continue;
 		rc = read_thread(pid, tids[i], out, &state);
-		if (rc == 0 && state == 'Z')
+		if (rc == 0 && (state == 'Z' || state == 'z'))
 			rc = -ESRCH;
 	}
 	free(tids);
@@ -151,6 +152,16 @@ int procid_read(pid_t pid, struct procid *out)
 	rc = read_thread(pid, pid, out, &state);
 	if (rc == 0 && state == 'Z')
 		rc = read_live_thread(pid, out);
+	if (rc == 0 && state == 'z') {
+		/* Leaving, or a kernel thread (which has no other). */
+		struct procid first = *out;
+
+		rc = read_live_thread(pid, out);
+		if (rc == -ESRCH) {
+			*out = first;
+			rc = 0;
+		}
+	}
 	return rc;
 }
 

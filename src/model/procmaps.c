@@ -149,6 +149,29 @@ void procmaps_release(struct procmaps *pm)
 	pm->n = pm->cap = 0;
 }
 
+int procmaps_copy(const struct procmaps *pm, struct procmaps *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->vdso_start = pm->vdso_start;
+	out->vdso_end = pm->vdso_end;
+	if (!pm->n)
+		return 0;
+	out->v = calloc(pm->n, sizeof(*out->v));
+	if (!out->v)
+		return -ENOMEM;
+	out->cap = pm->n;
+	for (size_t i = 0; i < pm->n; i++) {
+		out->v[i] = pm->v[i];
+		out->v[i].path = strdup(pm->v[i].path);
+		out->n = i + 1;
+		if (!out->v[i].path) {
+			procmaps_release(out);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
 static int push(struct procmaps *pm, const struct procmaps_line *l)
 {
 	struct procmap *m;

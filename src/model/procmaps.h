@@ -68,4 +68,8 @@ bool procmaps_is_file(const struct procmaps_line *l);
 /* The file mapping of pm that holds addr, or NULL. */
 const struct procmap *procmaps_find(const struct procmaps *pm, uint64_t addr);
 
+/* A deep copy of pm into *out (released with procmaps_release()). 0 or
+ * -ENOMEM (then *out is empty). */
+int procmaps_copy(const struct procmaps *pm, struct procmaps *out);
+
 #endif /* SW_PROCMAPS_H */

@@ -18,6 +18,7 @@
 #include <elf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <signal.h>
@@ -167,9 +168,14 @@ static const struct snap_thread *thread_by_tid(const struct snap *s, pid_t tid)
 	return NULL;
 }
 
+/*
+ * The thread callbacks take the unwind under way in this thread (their
+ * arg is the same, but for a session kept from an earlier snapshot,
+ * whose arg was that snapshot's).
+ */
 static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
 {
-	struct unw *u = arg;
+	struct unw *u = tls_unw ? tls_unw : arg;
 
 	(void)dwfl;
 	while (u->next < u->s->nthreads) {
@@ -185,7 +191,7 @@ static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
 
 static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 {
-	struct unw *u = arg;
+	struct unw *u = tls_unw ? tls_unw : arg;
 	const struct snap_thread *t = thread_by_tid(u->s, tid);
 
 	(void)dwfl;
@@ -211,7 +217,7 @@ static bool in_copy(uint64_t addr, size_t n, uint64_t at, uint32_t len)
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result,
 			void *arg)
 {
-	struct unw *u = arg;
+	struct unw *u = tls_unw ? tls_unw : arg;
 	const struct snap_thread *t = u->cur;
 
 	(void)dwfl;
@@ -649,6 +655,72 @@ static int report_maps(Dwfl *dwfl, const struct procmaps *pm, pid_t pid)
 	return 0;
 }
 
+/*
+ * The last snapshot's session, kept for the next snapshot of the same
+ * process with the same mappings (what a process's periodic samples
+ * are): its modules' files stay open and their call frame information
+ * parsed, instead of being opened and parsed again each time. Any other
+ * process, or any change of mappings, and it is ended.
+ */
+static struct {
+	pthread_mutex_t lock;
+	pid_t pid;
+	struct procmaps maps; /* a copy */
+	Dwfl *dwfl;
+} kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool same_maps(const struct procmaps *a, const struct procmaps *b)
+{
+	if (a->n != b->n || a->vdso_start != b->vdso_start ||
+	    a->vdso_end != b->vdso_end)
+		return false;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct procmap *x = &a->v[i], *y = &b->v[i];
+
+		if (x->start != y->start || x->end != y->end ||
+		    x->offset != y->offset || x->dev != y->dev ||
+		    x->ino != y->ino || strcmp(x->path, y->path) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* The kept session of pid if its mappings are still maps, or NULL. */
+static Dwfl *session_take(pid_t pid, const struct procmaps *maps)
+{
+	Dwfl *dwfl = NULL;
+
+	if (pthread_mutex_trylock(&kept.lock) != 0)
+		return NULL;
+	if (kept.dwfl && kept.pid == pid && same_maps(&kept.maps, maps)) {
+		dwfl = kept.dwfl;
+		kept.dwfl = NULL;
+	}
+	pthread_mutex_unlock(&kept.lock);
+	return dwfl;
+}
+
+/* Keeps dwfl, of pid with maps, in place of the one kept (ended). */
+static void session_keep(pid_t pid, const struct procmaps *maps, Dwfl *dwfl)
+{
+	struct procmaps copy = { 0 };
+	Dwfl *old = dwfl;
+
+	if (procmaps_copy(maps, &copy) == 0 &&
+	    pthread_mutex_trylock(&kept.lock) == 0) {
+		old = kept.dwfl;
+		procmaps_release(&kept.maps);
+		kept.maps = copy;
+		memset(&copy, 0, sizeof(copy));
+		kept.pid = pid;
+		kept.dwfl = dwfl;
+		pthread_mutex_unlock(&kept.lock);
+	}
+	procmaps_release(&copy);
+	if (old)
+		dwfl_end(old);
+}
+
 int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		    unwind_open_fn open_fn, void *open_arg,
 		    struct sw_dump **out)
@@ -701,8 +773,8 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		       !s->threads[i].reused;
 	if (need && !maps && procmaps_read(s->pid, &own) == 0)
 		maps = &own;
-	dwfl = need && maps ? dwfl_begin(&snap_callbacks) : NULL;
-	if (dwfl) {
+	dwfl = need && maps ? session_take(s->pid, maps) : NULL;
+	if (!dwfl && need && maps && (dwfl = dwfl_begin(&snap_callbacks))) {
 		dwfl_report_begin(dwfl);
 		if (report_maps(dwfl, maps, s->pid) != 0 ||
 		    dwfl_report_end(dwfl, NULL, NULL) != 0 ||
@@ -783,7 +855,9 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		r = collect_modules(dwfl, d);
 out:
 	tls_unw = NULL;
-	if (dwfl)
+	if (dwfl && r == 0)
+		session_keep(s->pid, maps, dwfl);
+	else if (dwfl)
 		dwfl_end(dwfl);
 	procmaps_release(&own);
 	free(u.ips);
