@@ -458,18 +458,26 @@ static int read_request(int fd, uint32_t len, uint8_t *small, size_t nsmall,
 	return rc;
 }
 
+/*
+ * The buffer answers are built in. Ours alone (one agent thread at a
+ * time), and not on its stack: a fork() child has none of our thread,
+ * and the buffer the parent's thread held is then the child's to free
+ * (its new thread does), not memory nobody can reach.
+ */
+static struct wire_out serve_out;
+
 /* Serves one connection until the daemon goes away or misbehaves. */
 static void serve(int fd)
 {
-	struct wire_out o;
 	uint8_t hdrbuf[WIRE_HDR_SIZE];
 	uint8_t body[64];
 	struct wire_hdr h;
 	struct wire_dump_req req;
 	int rc;
 
-	wire_out_init(&o);
-	if (send_hello(fd, &o) < 0)
+	wire_out_release(&serve_out);
+	wire_out_init(&serve_out);
+	if (send_hello(fd, &serve_out) < 0)
 		goto out;
 	for (;;) {
 		if (read_all(fd, hdrbuf, sizeof(hdrbuf)) < 0)
@@ -481,18 +489,18 @@ static void serve(int fd)
 			break;
 		if (read_request(fd, h.length, body, sizeof(body), &req) < 0)
 			break;
-		rc = answer_dump(fd, &o, h.seq, &req);
+		rc = answer_dump(fd, &serve_out, h.seq, &req);
 		wire_dump_req_release(&req);
 		if (rc < 0)
 			break;
 		/* Dumps can be large; keep the buffer from staying so. */
-		if (o.cap > (1u << 20)) {
-			wire_out_release(&o);
-			wire_out_init(&o);
+		if (serve_out.cap > (1u << 20)) {
+			wire_out_release(&serve_out);
+			wire_out_init(&serve_out);
 		}
 	}
 out:
-	wire_out_release(&o);
+	wire_out_release(&serve_out);
 }
 
 static void *agent_main(void *arg)
@@ -679,7 +687,9 @@ SW_INTERPOSER void agent_resume(void)
 }
 
 /*
- * The program's threads (agent.h), and the key whose destructor tells
+ * The program's threads (settle.h's hooks: ours never keeps a process
+ * alive, glibc ending it when the last of them ends), and the key whose
+ * destructor tells
  * that one ends: glibc runs it in every thread made by pthread_create()
  * and in a main thread that calls pthread_exit(), before it counts the
  * thread out. 0 counted: the last one is ending, ours stops now.
@@ -689,7 +699,7 @@ static bool leave_key_ok;
 SW_FORK_STATE static _Atomic int program_threads = 1;
 SW_FORK_STATE static _Atomic int left_alone; /* ours stopped for that */
 
-static void thread_leaves(void *v)
+SW_INTERPOSER static void thread_leaves(void *v)
 {
 	(void)v;
 	if (atomic_fetch_sub(&program_threads, 1) == 1 &&
@@ -697,25 +707,25 @@ static void thread_leaves(void *v)
 		agent_pause();
 }
 
-void agent_thread_made(void)
+static void agent_thread_made(void)
 {
 	if (atomic_fetch_add(&program_threads, 1) == 0 &&
 	    atomic_exchange(&left_alone, 0))
 		agent_resume();
 }
 
-void agent_thread_unmade(void)
+static void agent_thread_unmade(void)
 {
 	atomic_fetch_sub(&program_threads, 1);
 }
 
-void agent_thread_enters(void)
+static void agent_thread_enters(void)
 {
 	if (leave_key_ok)
 		pthread_setspecific(leave_key, (void *)1);
 }
 
-int agent_own_start(void *(*fn)(void *))
+static int agent_own_start(void *(*fn)(void *))
 {
 	return fn == agent_main;
 }
@@ -828,6 +838,16 @@ __attribute__((constructor)) static void agent_init(void)
 	/* The main thread: it may end by pthread_exit(), the last. */
 	leave_key_ok = pthread_key_create(&leave_key, thread_leaves) == 0;
 	agent_thread_enters();
+	if (leave_key_ok) {
+		static const struct settle_thread_hooks hooks = {
+			.made = agent_thread_made,
+			.unmade = agent_thread_unmade,
+			.enters = agent_thread_enters,
+			.own = agent_own_start,
+		};
+
+		settle_set_thread_hooks(&hooks);
+	}
 	start_delay_ms = settle_init(start_settled);
 	pthread_atfork(NULL, NULL, atfork_child);
 	exec_quiesce_stop = agent_pause;

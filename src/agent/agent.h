@@ -15,23 +15,4 @@
 void agent_pause(void);
 void agent_resume(void);
 
-/*
- * The program's threads, counted so that ours never keeps a process
- * alive: glibc ends the process when its last thread ends (exit(0), by
- * pthread_exit() or a return from the start routine), and ours would be
- * one more. The main thread counts from the start; pthread_create()
- * (settle.c) counts each thread it makes (agent_thread_made() before,
- * agent_thread_unmade() when it failed) and the thread itself calls
- * agent_thread_enters() first thing. When the last of them ends, the
- * agent's thread is stopped before glibc counts, so glibc ends the
- * process as it would without us; a thread made afterwards (by one we
- * did not count) starts it again.
- */
-void agent_thread_made(void);
-void agent_thread_unmade(void);
-void agent_thread_enters(void);
-
-/* Whether fn is the start routine of the agent's own thread. */
-int agent_own_start(void *(*fn)(void *));
-
 #endif /* SW_AGENT_AGENT_H */

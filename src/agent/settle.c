@@ -66,7 +66,6 @@
 #include "collector/signal/sys.h"
 #include "collector/waits.h"
 #include "model/clock.h"
-#include "agent.h"
 #include "settle.h"
 
 /* The most of a thread's stack searched for a signal frame. */
@@ -624,24 +623,34 @@ SW_INTERPOSER int sem_clockwait(sem_t *s, clockid_t id,
 	CALL_REAL(R_SEM_CLOCKWAIT, sem_clockwait, -1, s, id, abs);
 }
 
+static struct settle_thread_hooks thread_hooks;
+
+void settle_set_thread_hooks(const struct settle_thread_hooks *h)
+{
+	thread_hooks = *h;
+}
+
 /*
- * A thread of the program's: counted in while it runs (agent.h); one
+ * A thread of the program's: counted in while it runs (settle.h); one
  * created by a thread under a seccomp mode is under it too.
  */
 struct program_start {
 	void *(*fn)(void *);
 	void *arg;
 	bool filtered;
+	bool counted; /* made() was told */
 };
 
-static void *start_program(void *p)
+/* In the interposers' section: unwinders leave its frame out. */
+SW_INTERPOSER static void *start_program(void *p)
 {
 	struct program_start s = *(struct program_start *)p;
 
 	free(p);
 	if (s.filtered)
 		exec_seccomp_here = 1;
-	agent_thread_enters();
+	if (s.counted && thread_hooks.enters)
+		thread_hooks.enters();
 	return s.fn(s.arg);
 }
 
@@ -658,7 +667,7 @@ SW_INTERPOSER int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 	*(void **)&f = real(R_PTHREAD_CREATE);
 	if (!f)
 		return EAGAIN;
-	if (agent_own_start(fn))
+	if (thread_hooks.own && thread_hooks.own(fn))
 		return f(t, attr, fn, arg);
 	s = malloc(sizeof(*s));
 	/* Uncounted, it would only let ours stop early; filtered, it must
@@ -668,10 +677,14 @@ SW_INTERPOSER int pthread_create(pthread_t *t, const pthread_attr_t *attr,
 	s->fn = fn;
 	s->arg = arg;
 	s->filtered = exec_seccomp_here != 0;
-	agent_thread_made();
+	s->counted =
+		thread_hooks.made && thread_hooks.unmade && thread_hooks.enters;
+	if (s->counted)
+		thread_hooks.made();
 	rc = f(t, attr, start_program, s);
 	if (rc != 0) {
-		agent_thread_unmade();
+		if (s->counted)
+			thread_hooks.unmade();
 		free(s);
 	}
 	return rc;

@@ -47,4 +47,21 @@ bool settle_armed(void);
 /* Leaves the thread unstarted for good, or started by someone else. */
 void settle_disarm(void);
 
+/*
+ * What our pthread_create() tells of the threads it makes, for the
+ * agent's count of the program's threads (agent.c: its own thread never
+ * keeps a process alive): made() before a thread of the program's is
+ * made, unmade() when that failed, enters() first thing in the thread;
+ * own(fn) says whether fn starts the agent's own thread, which is not
+ * counted. Until they are set, threads are made uncounted.
+ */
+struct settle_thread_hooks {
+	void (*made)(void);
+	void (*unmade)(void);
+	void (*enters)(void);
+	int (*own)(void *(*fn)(void *));
+};
+
+void settle_set_thread_hooks(const struct settle_thread_hooks *h);
+
 #endif /* SW_AGENT_SETTLE_H */

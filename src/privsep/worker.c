@@ -672,12 +672,19 @@ int worker_main(int argc, char **argv)
 	int type = 0, note_fd;
 	socklen_t len = sizeof(type);
 
-	(void)argv;
+	/* stackwatchd's, or the CLI's (dump --local and --core as root). */
+	const char *me = argc > 0 && argv[0] && strrchr(argv[0], '/')
+				 ? strrchr(argv[0], '/') + 1
+			 : argc > 0 && argv[0] ? argv[0]
+					       : "stackwatchd";
+
 	if (argc != 2 ||
 	    getsockopt(WORKER_FD, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
 	    type != SOCK_STREAM) {
-		fprintf(stderr, "stackwatchd: --parser-worker is started by "
-				"stackwatchd itself\n");
+		fprintf(stderr,
+			"%s: --parser-worker is started by %s itself, "
+			"never by hand\n",
+			me, me);
 		return 2;
 	}
 	prctl(PR_SET_NAME, "sw-parser");
@@ -690,9 +697,7 @@ int worker_main(int argc, char **argv)
 	signal(SIGTERM, SIG_IGN);
 	note_fd = make_note();
 	if (note_fd < 0 || sym_new(open_module, NULL, &s) != 0) {
-		fprintf(stderr,
-			"stackwatchd: a parser worker cannot start: "
-			"%s\n",
+		fprintf(stderr, "%s: a parser worker cannot start: %s\n", me,
 			strerror(errno));
 		return 1;
 	}

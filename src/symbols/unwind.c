@@ -43,7 +43,10 @@
 
 #define UNW_SEEN_MAX 64
 
+struct session_files;
+
 struct unw {
+	struct session_files *files; /* of the session in use, or NULL */
 	const struct snap *s;
 	const struct snap_thread *cur; /* the thread being unwound */
 	unwind_open_fn open_fn;
@@ -99,6 +102,74 @@ static Elf *self_vdso(void)
 }
 
 /*
+ * The files a session opened, each as it was then: a session is used
+ * again only while every one of them is unchanged (a file rewritten in
+ * place keeps its inode, and its old mapping would read past its new
+ * end). A copy of each descriptor is held to look.
+ */
+#define SESSION_FILES 64
+
+struct session_files {
+	size_t n;
+	bool full; /* one more was opened: the session is not kept */
+	struct {
+		int fd;
+		dev_t dev;
+		ino_t ino;
+		off_t size;
+		struct timespec mtime, ctime;
+	} f[SESSION_FILES];
+};
+
+static void session_note_file(struct session_files *sf, int fd)
+{
+	struct stat st;
+
+	if (!sf || sf->full)
+		return;
+	if (sf->n == SESSION_FILES || fstat(fd, &st) != 0) {
+		sf->full = true;
+		return;
+	}
+	sf->f[sf->n].fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (sf->f[sf->n].fd < 0) {
+		sf->full = true;
+		return;
+	}
+	sf->f[sf->n].dev = st.st_dev;
+	sf->f[sf->n].ino = st.st_ino;
+	sf->f[sf->n].size = st.st_size;
+	sf->f[sf->n].mtime = st.st_mtim;
+	sf->f[sf->n].ctime = st.st_ctim;
+	sf->n++;
+}
+
+static bool session_files_same(const struct session_files *sf)
+{
+	for (size_t i = 0; i < sf->n; i++) {
+		struct stat st;
+
+		if (fstat(sf->f[i].fd, &st) != 0 || st.st_dev != sf->f[i].dev ||
+		    st.st_ino != sf->f[i].ino || st.st_size != sf->f[i].size ||
+		    st.st_mtim.tv_sec != sf->f[i].mtime.tv_sec ||
+		    st.st_mtim.tv_nsec != sf->f[i].mtime.tv_nsec ||
+		    st.st_ctim.tv_sec != sf->f[i].ctime.tv_sec ||
+		    st.st_ctim.tv_nsec != sf->f[i].ctime.tv_nsec)
+			return false;
+	}
+	return !sf->full;
+}
+
+static void session_files_free(struct session_files *sf)
+{
+	if (!sf)
+		return;
+	for (size_t i = 0; i < sf->n; i++)
+		close(sf->f[i].fd);
+	free(sf);
+}
+
+/*
  * libdwfl's find_elf has no argument of ours: the unwind under way in
  * this thread is here.
  */
@@ -125,6 +196,7 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *name,
 			: modopen_file(name, 0);
 	if (fd < 0)
 		return -1;
+	session_note_file(u->files, fd);
 	*file_name = strdup(name);
 	return fd;
 }
@@ -667,6 +739,7 @@ static struct {
 	pid_t pid;
 	struct procmaps maps; /* a copy */
 	Dwfl *dwfl;
+	struct session_files *files;
 } kept = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static bool same_maps(const struct procmaps *a, const struct procmaps *b)
@@ -685,40 +758,80 @@ static bool same_maps(const struct procmaps *a, const struct procmaps *b)
 	return true;
 }
 
-/* The kept session of pid if its mappings are still maps, or NULL. */
-static Dwfl *session_take(pid_t pid, const struct procmaps *maps)
+/*
+ * The kept session of pid if its mappings are still maps and its files
+ * unchanged (with its files in *files), or NULL.
+ */
+static Dwfl *session_take(pid_t pid, const struct procmaps *maps,
+			  struct session_files **files)
 {
-	Dwfl *dwfl = NULL;
+	struct session_files *stale = NULL;
+	Dwfl *dwfl = NULL, *end = NULL;
 
+	*files = NULL;
 	if (pthread_mutex_trylock(&kept.lock) != 0)
 		return NULL;
-	if (kept.dwfl && kept.pid == pid && same_maps(&kept.maps, maps)) {
+	if (kept.dwfl && kept.pid == pid && same_maps(&kept.maps, maps) &&
+	    session_files_same(kept.files)) {
 		dwfl = kept.dwfl;
-		kept.dwfl = NULL;
+		*files = kept.files;
+	} else {
+		end = kept.dwfl;
+		stale = kept.files;
 	}
+	kept.dwfl = NULL;
+	kept.files = NULL;
 	pthread_mutex_unlock(&kept.lock);
+	if (end)
+		dwfl_end(end);
+	session_files_free(stale);
 	return dwfl;
 }
 
-/* Keeps dwfl, of pid with maps, in place of the one kept (ended). */
-static void session_keep(pid_t pid, const struct procmaps *maps, Dwfl *dwfl)
+/*
+ * Keeps dwfl, of pid with maps and files (both taken), in place of the
+ * one kept (ended).
+ */
+static void session_keep(pid_t pid, const struct procmaps *maps, Dwfl *dwfl,
+			 struct session_files *files)
 {
+	struct session_files *old_files = files;
 	struct procmaps copy = { 0 };
 	Dwfl *old = dwfl;
 
-	if (procmaps_copy(maps, &copy) == 0 &&
+	if (files && !files->full && procmaps_copy(maps, &copy) == 0 &&
 	    pthread_mutex_trylock(&kept.lock) == 0) {
 		old = kept.dwfl;
+		old_files = kept.files;
 		procmaps_release(&kept.maps);
 		kept.maps = copy;
 		memset(&copy, 0, sizeof(copy));
 		kept.pid = pid;
 		kept.dwfl = dwfl;
+		kept.files = files;
 		pthread_mutex_unlock(&kept.lock);
 	}
 	procmaps_release(&copy);
 	if (old)
 		dwfl_end(old);
+	session_files_free(old_files);
+}
+
+void unwind_forget(void)
+{
+	Dwfl *dwfl;
+	struct session_files *files;
+
+	pthread_mutex_lock(&kept.lock);
+	dwfl = kept.dwfl;
+	files = kept.files;
+	kept.dwfl = NULL;
+	kept.files = NULL;
+	procmaps_release(&kept.maps);
+	pthread_mutex_unlock(&kept.lock);
+	if (dwfl)
+		dwfl_end(dwfl);
+	session_files_free(files);
 }
 
 int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
@@ -773,15 +886,21 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		       !s->threads[i].reused;
 	if (need && !maps && procmaps_read(s->pid, &own) == 0)
 		maps = &own;
-	dwfl = need && maps ? session_take(s->pid, maps) : NULL;
-	if (!dwfl && need && maps && (dwfl = dwfl_begin(&snap_callbacks))) {
-		dwfl_report_begin(dwfl);
-		if (report_maps(dwfl, maps, s->pid) != 0 ||
-		    dwfl_report_end(dwfl, NULL, NULL) != 0 ||
-		    !dwfl_attach_state(dwfl, NULL, s->pid,
-				       &snap_thread_callbacks, &u)) {
-			dwfl_end(dwfl);
-			dwfl = NULL;
+	/* The last snapshot's session when it is of the same process as it
+	 * is still mapped; else a new one. */
+	dwfl = need && maps ? session_take(s->pid, maps, &u.files) : NULL;
+	if (!dwfl && need && maps) {
+		u.files = calloc(1, sizeof(*u.files));
+		dwfl = u.files ? dwfl_begin(&snap_callbacks) : NULL;
+		if (dwfl) {
+			dwfl_report_begin(dwfl);
+			if (report_maps(dwfl, maps, s->pid) != 0 ||
+			    dwfl_report_end(dwfl, NULL, NULL) != 0 ||
+			    !dwfl_attach_state(dwfl, NULL, s->pid,
+					       &snap_thread_callbacks, &u)) {
+				dwfl_end(dwfl);
+				dwfl = NULL;
+			}
 		}
 	}
 	for (size_t i = 0; i < s->nthreads; i++) {
@@ -855,10 +974,13 @@ int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		r = collect_modules(dwfl, d);
 out:
 	tls_unw = NULL;
-	if (dwfl && r == 0)
-		session_keep(s->pid, maps, dwfl);
-	else if (dwfl)
-		dwfl_end(dwfl);
+	if (dwfl && r == 0) {
+		session_keep(s->pid, maps, dwfl, u.files);
+	} else {
+		if (dwfl)
+			dwfl_end(dwfl);
+		session_files_free(u.files);
+	}
 	procmaps_release(&own);
 	free(u.ips);
 	if (r != 0) {

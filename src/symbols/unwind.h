@@ -33,12 +33,23 @@ typedef int (*unwind_open_fn)(void *arg, uint64_t start, const char *path);
  * the caller; NULL: read here, if there is anything to unwind). A thread s
  * marks reused gets SW_TF_REUSED and no addresses, for the caller to put back;
  * when every thread read is such, nothing is unwound and the dump has
- * no modules (the caller has those of its earlier read). Returns 0,
- * -ENOMEM, or -ESRCH when the process is gone.
+ * no modules (the caller has those of its earlier read). The libdwfl
+ * session (its files open, their call frame information parsed) is kept
+ * for the next snapshot of the same pid whose mappings are the same and
+ * whose files are unchanged (device, inode, size, times), and ended by
+ * any other. Returns 0, -ENOMEM, or -ESRCH when the process is gone.
  */
 int unwind_snapshot(const struct snap *s, const struct procmaps *maps,
 		    unwind_open_fn open_fn, void *open_arg,
 		    struct sw_dump **out);
+
+/*
+ * Ends the session kept from the last snapshot (unwind_snapshot() keeps
+ * it for the next snapshot of the same process with the same mappings
+ * and files): for a caller that rewrites files in place faster than
+ * their times change, as a fuzzer does.
+ */
+void unwind_forget(void);
 
 /*
  * The stacks of every thread of the core file at core_path (exe: the

@@ -169,6 +169,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_dump(d);
 	sw_dump_free(d);
 	free(t.stack);
+	/* Each input rewrites the module file in place: no session of the
+	 * last one may serve the next. */
+	unwind_forget();
 	check_fds();
 	return 0;
 }

@@ -62,6 +62,15 @@ if [ "$rc" -eq 0 ] && grep -q '^usage: stackwatch' "$tmp/out" &&
 else
 	nok "--help prints the usage to stdout and exits 0 (status $rc)"
 fi
+# The CLI's own parser worker, run by hand, names the CLI.
+sw --parser-worker
+if [ "$rc" -eq 2 ] && [ ! -s "$tmp/out" ] &&
+	grep -q '^stackwatch: --parser-worker is started by stackwatch itself' \
+		"$tmp/err"; then
+	ok "--parser-worker by hand exits 2 and names the CLI"
+else
+	nok "--parser-worker by hand exits 2 and names the CLI (status $rc: $(cat "$tmp/err"))"
+fi
 
 # Usage errors
 usage_error "no command"
