@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -719,6 +720,14 @@ int worker_main(int argc, char **argv)
 	close(note_fd);
 	for (size_t i = 0; i < KEEP_FILES; i++)
 		kept_files[i].fd = -1;
+	/*
+	 * A snapshot of a thousand changed threads brings megabytes of
+	 * stack copies, freed when it is unwound: kept in the heap for the
+	 * next one, not mapped and faulted in anew each time (the memory
+	 * limit and the pool's recycling still bound it).
+	 */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	for (;;) {
 		struct msg m;
 
